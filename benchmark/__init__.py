@@ -1,0 +1,1 @@
+"""benchmark (see DESIGN.md)."""

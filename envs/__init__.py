@@ -1,0 +1,1 @@
+"""Language-goal block stacking environments (registered under the GameOn/ namespace)."""

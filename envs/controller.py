@@ -1,0 +1,98 @@
+"""Cartesian velocity control of the arm, as in RGB-stacking: (vx, vy, vz, yaw rate, gripper).
+
+Each control step integrates the commanded velocity into a target pose for the tool-centre point
+(kept inside the workspace box, pointing down), then one damped-least-squares step of
+differential inverse kinematics, with a posture term in the Jacobian's null space, turns the pose
+error into joint position targets for the arm's position actuators.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from gameon.envs.world import (
+    CONTROL_DT,
+    FINGER_OPEN,
+    HOME_QPOS,
+    WORKSPACE_HIGH,
+    WORKSPACE_LOW,
+    World,
+)
+
+MAX_SPEED = 0.3
+"""Tool-centre-point speed at |action| = 1, m/s per axis."""
+MAX_YAW_RATE = 2.0
+"""Yaw rate at |action| = 1, rad/s."""
+YAW_LIMIT = np.pi / 2
+"""The hand's yaw stays within this of its home yaw (cubes repeat every 90 degrees)."""
+LEASH = 0.05
+"""The target never runs further than this ahead of the real tool-centre point, m."""
+DAMPING = 0.05
+"""Damped-least-squares damping (lambda): keeps joint steps bounded near singularities."""
+POSTURE_GAIN = 0.2
+
+
+def downward_rotation(yaw: float) -> np.ndarray:
+    """Rotation of a hand pointing straight down whose x axis has the given world yaw."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.array([[c, s, 0.0], [s, -c, 0.0], [0.0, 0.0, -1.0]])
+
+
+class CartesianController:
+    """Turns normalised actions in [-1, 1]^5 into actuator targets for one World."""
+
+    def __init__(self, world: World, home_yaw: float) -> None:
+        self.world = world
+        self.home_yaw = home_yaw
+        model = world.model
+        self._jac = np.zeros((6, model.nv))
+        self._damping = DAMPING**2 * np.eye(6)
+        self._qlow = model.jnt_range[:7, 0]
+        self._qhigh = model.jnt_range[:7, 1]
+        self.target_pos = np.zeros(3)
+        self.target_yaw = home_yaw
+
+    def reset(self) -> None:
+        """Hold the current pose: call after the simulator state was set."""
+        world = self.world
+        self.target_pos = world.tcp_pos().copy()
+        self.target_yaw = self.hand_yaw()
+        world.data.ctrl[:7] = world.data.qpos[world.arm_qpos]
+        world.data.ctrl[7:9] = world.data.qpos[world.finger_qpos]
+
+    def hand_yaw(self) -> float:
+        xmat = self.world.data.site_xmat[self.world.tcp_site]
+        return float(np.arctan2(xmat[3], xmat[0]))
+
+    def apply(self, action: np.ndarray) -> None:
+        """Set actuator targets for one control step from an action already clipped to [-1, 1]."""
+        world = self.world
+        data = world.data
+        tcp = data.site_xpos[world.tcp_site]
+        target = self.target_pos + action[:3] * (MAX_SPEED * CONTROL_DT)
+        low = np.maximum(tcp - LEASH, WORKSPACE_LOW)
+        high = np.minimum(tcp + LEASH, WORKSPACE_HIGH)
+        self.target_pos = np.minimum(np.maximum(target, low), high)
+        yaw = self.target_yaw + action[3] * (MAX_YAW_RATE * CONTROL_DT)
+        self.target_yaw = min(max(yaw, self.home_yaw - YAW_LIMIT), self.home_yaw + YAW_LIMIT)
+
+        rot = data.site_xmat[world.tcp_site].reshape(3, 3)
+        mismatch = downward_rotation(self.target_yaw) @ rot.T
+        error = np.array(
+            [
+                *(self.target_pos - tcp),
+                0.5 * (mismatch[2, 1] - mismatch[1, 2]),
+                0.5 * (mismatch[0, 2] - mismatch[2, 0]),
+                0.5 * (mismatch[1, 0] - mismatch[0, 1]),
+            ]
+        )
+        mujoco.mj_jacSite(world.model, data, self._jac[:3], self._jac[3:], world.tcp_site)
+        jac = self._jac[:, :7]
+        q = data.qpos[world.arm_qpos]
+        posture = POSTURE_GAIN * (HOME_QPOS - q)
+        # Null-space posture: dq = posture + J+ (error - J posture), with J+ the damped inverse.
+        step = np.linalg.solve(jac @ jac.T + self._damping, error - jac @ posture)
+        dq = posture + jac.T @ step
+        data.ctrl[:7] = np.minimum(np.maximum(q + dq, self._qlow), self._qhigh)
+        data.ctrl[7:9] = FINGER_OPEN * (1.0 - action[4]) / 2

@@ -1,0 +1,1 @@
+"""experimenter (see DESIGN.md)."""
