@@ -25,7 +25,7 @@ MAX_SPEED = 0.3
 MAX_YAW_RATE = 2.0
 """Yaw rate at |action| = 1, rad/s."""
 YAW_LIMIT = np.pi / 2
-"""The hand's yaw stays within this of its home yaw (cubes repeat every 90 degrees)."""
+"""The hand's yaw (0 at home: fingers close along world y) stays within +-this, rad."""
 LEASH = 0.05
 """The target never runs further than this ahead of the real tool-centre point, m."""
 DAMPING = 0.05
@@ -39,19 +39,33 @@ def downward_rotation(yaw: float) -> np.ndarray:
     return np.array([[c, s, 0.0], [s, -c, 0.0], [0.0, 0.0, -1.0]])
 
 
+def pose_error(world: World, target_pos: np.ndarray, target_yaw: float) -> np.ndarray:
+    """6-D error (position, then rotation vector) from the TCP's pose to a downward target pose."""
+    data = world.data
+    rot = data.site_xmat[world.tcp_site].reshape(3, 3)
+    mismatch = downward_rotation(target_yaw) @ rot.T
+    return np.array(
+        [
+            *(target_pos - data.site_xpos[world.tcp_site]),
+            0.5 * (mismatch[2, 1] - mismatch[1, 2]),
+            0.5 * (mismatch[0, 2] - mismatch[2, 0]),
+            0.5 * (mismatch[1, 0] - mismatch[0, 1]),
+        ]
+    )
+
+
 class CartesianController:
     """Turns normalised actions in [-1, 1]^5 into actuator targets for one World."""
 
-    def __init__(self, world: World, home_yaw: float) -> None:
+    def __init__(self, world: World) -> None:
         self.world = world
-        self.home_yaw = home_yaw
         model = world.model
         self._jac = np.zeros((6, model.nv))
         self._damping = DAMPING**2 * np.eye(6)
         self._qlow = model.jnt_range[:7, 0]
         self._qhigh = model.jnt_range[:7, 1]
         self.target_pos = np.zeros(3)
-        self.target_yaw = home_yaw
+        self.target_yaw = 0.0
 
     def reset(self) -> None:
         """Hold the current pose: call after the simulator state was set."""
@@ -75,18 +89,9 @@ class CartesianController:
         high = np.minimum(tcp + LEASH, WORKSPACE_HIGH)
         self.target_pos = np.minimum(np.maximum(target, low), high)
         yaw = self.target_yaw + action[3] * (MAX_YAW_RATE * CONTROL_DT)
-        self.target_yaw = min(max(yaw, self.home_yaw - YAW_LIMIT), self.home_yaw + YAW_LIMIT)
+        self.target_yaw = min(max(yaw, -YAW_LIMIT), YAW_LIMIT)
 
-        rot = data.site_xmat[world.tcp_site].reshape(3, 3)
-        mismatch = downward_rotation(self.target_yaw) @ rot.T
-        error = np.array(
-            [
-                *(self.target_pos - tcp),
-                0.5 * (mismatch[2, 1] - mismatch[1, 2]),
-                0.5 * (mismatch[0, 2] - mismatch[2, 0]),
-                0.5 * (mismatch[1, 0] - mismatch[0, 1]),
-            ]
-        )
+        error = pose_error(world, self.target_pos, self.target_yaw)
         mujoco.mj_jacSite(world.model, data, self._jac[:3], self._jac[3:], world.tcp_site)
         jac = self._jac[:, :7]
         q = data.qpos[world.arm_qpos]
@@ -96,3 +101,23 @@ class CartesianController:
         dq = posture + jac.T @ step
         data.ctrl[:7] = np.minimum(np.maximum(q + dq, self._qlow), self._qhigh)
         data.ctrl[7:9] = FINGER_OPEN * (1.0 - action[4]) / 2
+
+
+def move_arm_to(world: World, tcp_pos: np.ndarray, yaw: float, iterations: int = 60) -> None:
+    """Set the arm's joints kinematically so the TCP sits at a pose, pointing down."""
+    model, data = world.model, world.data
+    jac = np.zeros((6, model.nv))
+    data.qpos[world.arm_qpos] = HOME_QPOS
+    for _ in range(iterations):
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        error = pose_error(world, tcp_pos, yaw)
+        if np.abs(error).max() < 1e-5:
+            break
+        mujoco.mj_jacSite(model, data, jac[:3], jac[3:], world.tcp_site)
+        arm = jac[:, :7]
+        q = data.qpos[world.arm_qpos]
+        step = np.linalg.solve(arm @ arm.T + DAMPING**2 * np.eye(6), error)
+        data.qpos[world.arm_qpos] = np.clip(
+            q + arm.T @ step, model.jnt_range[:7, 0], model.jnt_range[:7, 1]
+        )

@@ -93,8 +93,8 @@ _ARM = """
 """
 
 
-def build_xml(colours: tuple[str, ...]) -> str:
-    """MJCF text for the scene with one 5 cm cube per colour."""
+def build_xml(colours: tuple[str, ...], offwidth: int = 640, offheight: int = 480) -> str:
+    """MJCF text for the scene with one 5 cm cube per colour (offscreen buffer size in pixels)."""
     half = BLOCK_SIZE / 2
     blocks = "\n".join(
         f'<body name="block_{c}" pos="0.5 {0.1 * i:.2f} {half}">'
@@ -119,7 +119,7 @@ def build_xml(colours: tuple[str, ...]) -> str:
   </option>
   <visual>
     <quality shadowsize="0" offsamples="0"/>
-    <global offwidth="640" offheight="480"/>
+    <global offwidth="{offwidth}" offheight="{offheight}"/>
     <headlight ambient="0.45 0.45 0.45" diffuse="0.5 0.5 0.5" specular="0 0 0"/>
   </visual>
   <asset>
@@ -189,10 +189,15 @@ class World:
     right_pad: int
     table: int
     robot_geoms: np.ndarray
+    _block_slot: np.ndarray
+    """Per geom: the block it belongs to, or -1."""
+    _contact_kind: np.ndarray
+    """Per geom: the column of contact_flags a touch with it sets."""
 
     @classmethod
-    def build(cls, colours: tuple[str, ...]) -> World:
-        model = mujoco.MjModel.from_xml_string(build_xml(colours))
+    def build(cls, colours: tuple[str, ...], offwidth: int = 640, offheight: int = 480) -> World:
+        """Compile the scene; the offscreen size bounds the images the renderer can make."""
+        model = mujoco.MjModel.from_xml_string(build_xml(colours, offwidth, offheight))
         for i in range(model.nbody):
             if model.body(i).name.startswith(("link", "hand", "left_f", "right_f")):
                 model.body_gravcomp[i] = 1.0
@@ -205,6 +210,18 @@ class World:
             return int(model.jnt_dofadr[model.joint(name).id])
 
         robot_bodies = {model.body(n).id for n in ("hand", "left_finger", "right_finger")}
+        robot_geoms = np.array(
+            [g for g in range(model.ngeom) if model.geom_bodyid[g] in robot_bodies]
+        )
+        block_geoms = np.array([model.geom(f"block_{c}").id for c in colours])
+        block_slot = np.full(model.ngeom, -1)
+        block_slot[block_geoms] = np.arange(len(colours))
+        kind = np.full(model.ngeom, _NOTHING)
+        kind[robot_geoms] = _ROBOT
+        kind[model.geom("table").id] = _TABLE
+        kind[model.geom("left_pad").id] = _LEFT
+        kind[model.geom("right_pad").id] = _RIGHT
+        kind[block_geoms] = 5 + np.arange(len(colours))
         return cls(
             model=model,
             data=data,
@@ -213,14 +230,14 @@ class World:
             finger_qpos=np.array([qpos_of("finger_left"), qpos_of("finger_right")]),
             block_qpos=np.array([qpos_of(f"block_{c}") + np.arange(7) for c in colours]),
             block_qvel=np.array([qvel_of(f"block_{c}") + np.arange(6) for c in colours]),
-            block_geoms=np.array([model.geom(f"block_{c}").id for c in colours]),
+            block_geoms=block_geoms,
             tcp_site=model.site("tcp").id,
             left_pad=model.geom("left_pad").id,
             right_pad=model.geom("right_pad").id,
             table=model.geom("table").id,
-            robot_geoms=np.array(
-                [g for g in range(model.ngeom) if model.geom_bodyid[g] in robot_bodies]
-            ),
+            robot_geoms=robot_geoms,
+            _block_slot=block_slot,
+            _contact_kind=kind,
         )
 
     def tcp_pos(self) -> np.ndarray:
@@ -230,51 +247,81 @@ class World:
         """Distance between the finger pads' inner faces, metres."""
         return float(self.data.qpos[self.finger_qpos].sum())
 
-    def contact_flags(self) -> tuple[np.ndarray, ...]:
-        """Per-block contact flags: table, left pad, right pad, any robot geom, block-block."""
+    def contact_flags(self) -> np.ndarray:
+        """(n, 5 + n) bool per block: touches nothing, table, left/right pad, robot, block j."""
         n = len(self.colours)
+        flags = np.zeros((n, 5 + n), bool)
         ncon = self.data.ncon
-        table = np.zeros(n, bool)
-        left = np.zeros(n, bool)
-        right = np.zeros(n, bool)
-        robot = np.zeros(n, bool)
-        blocks = np.zeros((n, n), bool)
         if ncon:
-            geom = self.data.contact.geom[:ncon]
-            slot = np.full(self.model.ngeom, -1)
-            slot[self.block_geoms] = np.arange(n)
-            for g1, g2 in geom:
-                for a, b in ((g1, g2), (g2, g1)):
-                    i = slot[a]
-                    if i < 0:
-                        continue
-                    if b == self.table:
-                        table[i] = True
-                    elif b == self.left_pad:
-                        left[i] = robot[i] = True
-                    elif b == self.right_pad:
-                        right[i] = robot[i] = True
-                    elif slot[b] >= 0:
-                        blocks[i, slot[b]] = True
-                    elif b in self.robot_geoms:
-                        robot[i] = True
-        return table, left, right, robot, blocks
+            pairs = self.data.contact.geom[:ncon]
+            first = np.concatenate((pairs[:, 0], pairs[:, 1]))
+            other = np.concatenate((pairs[:, 1], pairs[:, 0]))
+            block = self._block_slot[first]
+            touching = block >= 0
+            flags[block[touching], self._contact_kind[other[touching]]] = True
+            flags[:, _ROBOT] |= flags[:, _LEFT] | flags[:, _RIGHT]
+            flags[:, _NOTHING] = False
+        return flags
 
     def scene_state(self) -> SceneState:
         """Snapshot of everything the oracle judges, read from the live simulator."""
-        qpos, qvel = self.data.qpos, self.data.qvel
-        table, left, right, robot, blocks = self.contact_flags()
-        return SceneState(
-            colours=self.colours,
-            block_pos=qpos[self.block_qpos[:, :3]].copy(),
-            block_quat=qpos[self.block_qpos[:, 3:]].copy(),
-            block_linvel=qvel[self.block_qvel[:, :3]].copy(),
-            block_angvel=qvel[self.block_qvel[:, 3:]].copy(),
-            tcp_pos=self.tcp_pos().copy(),
-            gripper_opening=self.gripper_opening(),
-            touches_table=table,
-            touches_left_finger=left,
-            touches_right_finger=right,
-            touches_robot=robot,
-            block_contacts=blocks,
+        return scene_from_state(self.state_vector(), self.colours)
+
+    def state_vector(self) -> np.ndarray:
+        """The `state` observation: proprioception, then per block pose, velocity and contacts."""
+        data = self.data
+        xmat = data.site_xmat[self.tcp_site]
+        yaw = np.arctan2(xmat[3], xmat[0])
+        proprio = np.concatenate(
+            (
+                data.qpos[self.arm_qpos],
+                data.qvel[self.arm_qpos],
+                data.site_xpos[self.tcp_site],
+                (np.sin(yaw), np.cos(yaw), self.gripper_opening()),
+            )
         )
+        blocks = np.concatenate(
+            (
+                data.qpos[self.block_qpos],
+                data.qvel[self.block_qvel],
+                self.contact_flags()[:, 1:],
+            ),
+            axis=1,
+        )
+        return np.concatenate((proprio, blocks.ravel()))
+
+
+PROPRIO_SIZE = 7 + 7 + 3 + 3
+"""Arm joint positions and velocities, TCP position, sin/cos of hand yaw, gripper opening."""
+_NOTHING, _TABLE, _LEFT, _RIGHT, _ROBOT = range(5)
+
+
+def state_size(n_blocks: int) -> int:
+    """Length of the `state` observation for a scene of n blocks."""
+    return PROPRIO_SIZE + n_blocks * (7 + 6 + 4 + n_blocks)
+
+
+def scene_from_state(state: np.ndarray, colours: tuple[str, ...]) -> SceneState:
+    """Rebuild the oracle's SceneState from a `state` observation (live or recorded)."""
+    n = len(colours)
+    if state.shape != (state_size(n),):
+        raise ValueError(
+            f"state vector of shape {state.shape} does not fit a {n}-block scene "
+            f"(expected ({state_size(n)},))"
+        )
+    blocks = state[PROPRIO_SIZE:].reshape(n, 17 + n)
+    contacts = blocks[:, 13:] > 0.5
+    return SceneState(
+        colours=colours,
+        block_pos=blocks[:, 0:3],
+        block_quat=blocks[:, 3:7],
+        block_linvel=blocks[:, 7:10],
+        block_angvel=blocks[:, 10:13],
+        tcp_pos=state[14:17],
+        gripper_opening=float(state[19]),
+        touches_table=contacts[:, _TABLE - 1],
+        touches_left_finger=contacts[:, _LEFT - 1],
+        touches_right_finger=contacts[:, _RIGHT - 1],
+        touches_robot=contacts[:, _ROBOT - 1],
+        block_contacts=contacts[:, 4:],
+    )

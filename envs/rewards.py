@@ -1,0 +1,260 @@
+"""Dense, staged shaping rewards per skill in [0, 1]; 1.0 exactly when the oracle says success.
+
+Each skill is a fixed sequence of stages (`STAGES`). A scene that is not a success scores
+
+    (stage + PROGRESS_CAP * progress) / number of stages
+
+where `stage` is the furthest stage the scene is in, judged from the scene alone (ManiSkill-style,
+so the reward is Markov), and `progress` in [0, 1] is a smooth `1 - tanh(gain * distance)` term
+toward the next stage. The cap keeps every stage's best score below the next stage's worst, so
+moving on always pays, and keeps every non-success below 1.
+
+A tower of n blocks is scored level by level: (levels done + share) / n, where the levels done
+are the base on the table and then each block on the one below it, counted from the bottom while
+they hold, and the share in [0, 1) is the stack reward of the next block onto the built part
+(the base's drop onto the table while no level holds).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gameon.envs.language import Instruction
+from gameon.envs.oracle import (
+    CLEAR_DISTANCE,
+    DIRECTION_VECTORS,
+    LIFT_HEIGHT,
+    PUSH_DISTANCE,
+    REST_ANG_VEL,
+    REST_LIN_VEL,
+    SIDE_VECTORS,
+    STACK_XY_TOL,
+    TABLE_HEIGHT,
+    SceneState,
+    evaluate,
+    grasped,
+    lifted,
+    on,
+    on_table,
+)
+
+_PICK = ("reach", "grasp", "lift")
+STAGES: dict[str, tuple[str, ...]] = {
+    "reach": ("hover",),
+    "lift": _PICK,
+    "push": ("approach", "push", "clear"),
+    "place": (*_PICK, "carry", "lower", "release"),
+    "stack": (*_PICK, "align", "lower", "release"),
+    "unstack": (*_PICK, "aside", "lower", "release"),
+    "tower": ("base", *(f"level {stage}" for stage in (*_PICK, "align", "lower", "release"))),
+}
+"""Each skill's stages in order; a tower repeats the stack stages ("level ...") once per level."""
+
+PROGRESS_CAP = 0.9
+"""Share of a stage its shaping term can fill, so the next stage always scores higher."""
+COARSE_GAIN = 5.0
+"""tanh gain for moves across the workspace (approach, carry), 1/m."""
+FINE_GAIN = 10.0
+"""tanh gain for centimetre-scale moves (lift, lower, push), 1/m."""
+HOVER_HEIGHT = 0.05
+"""Reach target: TCP this far above the block's top face, mid REACH_Z_RANGE, m."""
+GRASP_REACH = 0.02
+"""TCP distance from the block centre at which the grasp stage starts, m."""
+GRIPPER_WIDTH = 0.08
+"""Opening of the fully open gripper (2 * world.FINGER_OPEN), m."""
+OVERSHOOT = 0.01
+"""Lift and push shaping aim this far past the threshold that completes the stage, m."""
+CLEAR_MARGIN = 0.02
+"""A carried block's bottom must clear the other block's top by this much, m."""
+PRE_PUSH_OFFSET = 0.05
+"""Pre-push point: this far behind the block centre, against the push direction, m."""
+PUSH_CONTACT_TOL = 0.03
+"""TCP distance from the pre-push point within which the push stage counts, m."""
+LATERAL_PENALTY = 0.2
+"""Most push progress lost to drift across the push direction."""
+PLACE_OFFSET = 0.07
+"""Place goal spot: the other block's centre plus this times the side vector, m."""
+PLACE_XY_TOL = 0.02
+"""Horizontal distance from the place spot at which lowering starts, m."""
+UNSTACK_ASIDE = 0.08
+"""Horizontal distance from the bottom block at which an unstacked block may go down, m."""
+
+
+def _gap(a: np.ndarray, b: np.ndarray) -> float:
+    return math.hypot(float(a[0] - b[0]), float(a[1] - b[1]), float(a[2] - b[2]))
+
+
+def _across(a: np.ndarray, b: np.ndarray) -> float:
+    return math.hypot(float(a[0] - b[0]), float(a[1] - b[1]))
+
+
+def _near(distance: float, gain: float) -> float:
+    return 1.0 - math.tanh(gain * max(distance, 0.0))
+
+
+def _staged(stage: int, progress: float, stages: int) -> float:
+    return (stage + PROGRESS_CAP * min(max(progress, 0.0), 1.0)) / stages
+
+
+def _held(scene: SceneState, x: str, i: int) -> bool:
+    return grasped(scene, x) or bool(scene.touches_robot[i])
+
+
+def _clear_height(scene: SceneState, j: int) -> float:
+    top = float(scene.block_pos[j, 2]) + scene.block_size / 2 - TABLE_HEIGHT
+    return max(LIFT_HEIGHT, top + CLEAR_MARGIN)
+
+
+def _pick(scene: SceneState, x: str, height: float) -> tuple[int, float]:
+    """Stage (reach, grasp, lift) and progress of picking x up until its bottom is at `height`."""
+    i = scene.index(x)
+    centre = scene.block_pos[i]
+    if grasped(scene, x):
+        bottom = float(centre[2]) - scene.block_size / 2 - TABLE_HEIGHT
+        return 2, _near(height + OVERSHOOT - bottom, FINE_GAIN)
+    gap = _gap(scene.tcp_pos, centre)
+    if gap <= GRASP_REACH:
+        closed = (GRIPPER_WIDTH - scene.gripper_opening) / (GRIPPER_WIDTH - scene.block_size)
+        return 1, 0.5 * _near(gap, FINE_GAIN) + 0.5 * min(max(closed, 0.0), 1.0)
+    return 0, _near(gap, COARSE_GAIN)
+
+
+def _settle(scene: SceneState, x: str) -> float:
+    """Progress of letting go of x: TCP out of its padded bounding sphere, robot off it, x still."""
+    i = scene.index(x)
+    radius = scene.block_size * math.sqrt(3.0) / 2 + CLEAR_DISTANCE
+    clear = min(_gap(scene.tcp_pos, scene.block_pos[i]) / radius, 1.0)
+    if scene.touches_robot[i]:
+        clear *= 0.5
+    lin = math.hypot(*(float(v) for v in scene.block_linvel[i]))
+    ang = math.hypot(*(float(v) for v in scene.block_angvel[i]))
+    still = _near(lin / REST_LIN_VEL + ang / REST_ANG_VEL, 0.5)
+    return 0.5 * (clear + still)
+
+
+def _reach(scene: SceneState, x: str) -> float:
+    centre = scene.block_pos[scene.index(x)]
+    target = (centre[0], centre[1], centre[2] + scene.block_size / 2 + HOVER_HEIGHT)
+    return _staged(0, _near(_gap(scene.tcp_pos, target), COARSE_GAIN), len(STAGES["reach"]))
+
+
+def _push(scene: SceneState, start: SceneState, x: str, direction: str, flags: dict) -> float:
+    stages = len(STAGES["push"])
+    if flags["displaced"] and flags["on_line"] and flags["on_table"]:
+        return _staged(2, _settle(scene, x), stages)
+    ux, uy = DIRECTION_VECTORS[direction]
+    centre = scene.block_pos[scene.index(x)]
+    behind = (centre[0] - ux * PRE_PUSH_OFFSET, centre[1] - uy * PRE_PUSH_OFFSET, centre[2])
+    gap = _gap(scene.tcp_pos, behind)
+    if gap > PUSH_CONTACT_TOL:
+        return _staged(0, _near(gap, COARSE_GAIN), stages)
+    origin = start.block_pos[start.index(x)]
+    dx, dy = float(centre[0] - origin[0]), float(centre[1] - origin[1])
+    along, drift = ux * dx + uy * dy, abs(ux * dy - uy * dx)
+    pushed = _near(PUSH_DISTANCE + OVERSHOOT - along, FINE_GAIN)
+    return _staged(1, pushed - LATERAL_PENALTY * math.tanh(FINE_GAIN * drift), stages)
+
+
+def _place(scene: SceneState, x: str, y: str, side: str, flags: dict) -> float:
+    stages = len(STAGES["place"])
+    if flags["next_to"]:
+        return _staged(5, _settle(scene, x), stages)
+    i, j = scene.index(x), scene.index(y)
+    ax, ay = SIDE_VECTORS[side]
+    anchor = scene.block_pos[j]
+    spot = (
+        anchor[0] + ax * PLACE_OFFSET,
+        anchor[1] + ay * PLACE_OFFSET,
+        TABLE_HEIGHT + scene.block_size / 2,
+    )
+    centre = scene.block_pos[i]
+    across = _across(centre, spot)
+    if _held(scene, x, i) and across <= PLACE_XY_TOL:
+        return _staged(4, _near(_gap(centre, spot), FINE_GAIN), stages)
+    height = _clear_height(scene, j)
+    if grasped(scene, x) and lifted(scene, x, height):
+        return _staged(3, _near(across, COARSE_GAIN), stages)
+    return _staged(*_pick(scene, x, height), stages)
+
+
+def _stack(scene: SceneState, x: str, y: str) -> float:
+    """Stack shaping of x onto y in [0, 1), below 1 even when stacked: callers check success."""
+    stages = len(STAGES["stack"])
+    if on(scene, x, y):
+        return _staged(5, _settle(scene, x), stages)
+    i, j = scene.index(x), scene.index(y)
+    top, below = scene.block_pos[i], scene.block_pos[j]
+    across = _across(top, below)
+    rise = float(top[2] - below[2])
+    if _held(scene, x, i) and across <= STACK_XY_TOL and rise >= 0.5 * scene.block_size:
+        seat = math.hypot(across, rise - scene.block_size)
+        return _staged(4, _near(seat, FINE_GAIN), stages)
+    height = _clear_height(scene, j)
+    if grasped(scene, x) and lifted(scene, x, height):
+        return _staged(3, _near(across, COARSE_GAIN), stages)
+    return _staged(*_pick(scene, x, height), stages)
+
+
+def _unstack(scene: SceneState, x: str, y: str, flags: dict) -> float:
+    stages = len(STAGES["unstack"])
+    if flags["off"] and flags["on_table"] and flags["apart"]:
+        return _staged(5, _settle(scene, x), stages)
+    i, j = scene.index(x), scene.index(y)
+    centre = scene.block_pos[i]
+    across = _across(centre, scene.block_pos[j])
+    if _held(scene, x, i) and across >= UNSTACK_ASIDE:
+        drop = float(centre[2]) - TABLE_HEIGHT - scene.block_size / 2
+        return _staged(4, _near(abs(drop), FINE_GAIN), stages)
+    height = _clear_height(scene, j)
+    if grasped(scene, x) and lifted(scene, x, height):
+        return _staged(3, _near(UNSTACK_ASIDE - across, COARSE_GAIN), stages)
+    return _staged(*_pick(scene, x, height), stages)
+
+
+def levels_done(scene: SceneState, colours: tuple[str, ...]) -> int:
+    """Tower levels in place from the bottom: the base on the table, then each block on the last."""
+    if not on_table(scene, colours[0]):
+        return 0
+    done = 1
+    for below, top in zip(colours[:-1], colours[1:], strict=True):
+        if not on(scene, top, below):
+            break
+        done += 1
+    return done
+
+
+def _tower(scene: SceneState, colours: tuple[str, ...]) -> float:
+    n = len(colours)
+    level = min(levels_done(scene, colours), n - 1)
+    if level == 0:
+        base = scene.block_pos[scene.index(colours[0])]
+        drop = float(base[2]) - TABLE_HEIGHT - scene.block_size / 2
+        share = PROGRESS_CAP * _near(abs(drop), FINE_GAIN)
+    else:
+        share = _stack(scene, colours[level], colours[level - 1])
+    return (level + share) / n
+
+
+def dense_reward(
+    instruction: Instruction, scene: SceneState, start: SceneState | None = None
+) -> float:
+    """Staged shaping reward in [0, 1] for dense-reward steps; 1.0 exactly on oracle success."""
+    flags = evaluate(instruction, scene, start)
+    if flags["success"]:
+        return 1.0
+    skill, objects, relation = instruction.skill, instruction.objects, instruction.relation
+    if skill == "reach":
+        return _reach(scene, objects[0])
+    if skill == "lift":
+        return _staged(*_pick(scene, objects[0], LIFT_HEIGHT), len(STAGES["lift"]))
+    if skill == "push":
+        return _push(scene, start, objects[0], relation, flags)
+    if skill == "place":
+        return _place(scene, objects[0], objects[1], relation, flags)
+    if skill == "stack":
+        return _stack(scene, objects[0], objects[1])
+    if skill == "unstack":
+        return _unstack(scene, objects[0], objects[1], flags)
+    return _tower(scene, objects)

@@ -1,0 +1,236 @@
+"""The Gymnasium environment: a robot arm, coloured cubes and a language instruction per episode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+from gymnasium import spaces
+
+from gameon.envs import language, oracle, rewards
+from gameon.envs.controller import CartesianController, move_arm_to
+from gameon.envs.language import COLOURS, GOAL_SIZE, SKILLS, Instruction
+from gameon.envs.layout import sample_layout
+from gameon.envs.world import N_SUBSTEPS, World, scene_from_state, state_size
+
+REWARD_MODES = ("sparse", "dense")
+OBS_MODES = ("state", "state+pixels", "pixels")
+CAMERAS = ("front", "top", "wrist")
+RESET_OPTIONS = ("instruction",)
+STATE_BOUND = 1000.0
+"""Every `state` entry stays within +-this; a simulation that leaves it is flagged unstable."""
+ACTION_SIZE = 5
+"""(vx, vy, vz, yaw rate, gripper) in [-1, 1]; gripper -1 is open, +1 closed."""
+
+
+def _choice(name: str, value: str, accepted: Sequence[str]) -> str:
+    if value not in accepted:
+        raise ValueError(f"unknown {name} {value!r}; accepted: {', '.join(map(str, accepted))}")
+    return value
+
+
+class StackingEnv(gym.Env):
+    """Language-conditioned block manipulation with a 7-DoF arm under 20 Hz Cartesian control.
+
+    Each episode has one instruction (given with `reset(options={"instruction": text})` or sampled
+    from the env's skills over the scene's colours). `info["success"]` is the oracle's verdict.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self,
+        skills: Sequence[str] = SKILLS,
+        blocks: int | Sequence[str] = 3,
+        reward_mode: str = "sparse",
+        obs_mode: str = "state",
+        terminate_on_success: bool = True,
+        render_mode: str | None = None,
+        camera: str = "front",
+        width: int = 320,
+        height: int = 240,
+        pixel_camera: str = "front",
+        pixel_size: int = 84,
+    ) -> None:
+        self.colours = self._colours(blocks)
+        self.skills = tuple(_choice("skill", s, SKILLS) for s in skills)
+        for skill in self.skills:
+            if language.required_blocks(skill) > len(self.colours):
+                raise ValueError(
+                    f"skill {skill!r} needs {language.required_blocks(skill)} blocks; "
+                    f"the scene has {len(self.colours)}"
+                )
+        self.reward_mode = _choice("reward_mode", reward_mode, REWARD_MODES)
+        self.obs_mode = _choice("obs_mode", obs_mode, OBS_MODES)
+        if render_mode is not None:
+            _choice("render_mode", render_mode, self.metadata["render_modes"])
+        self.render_mode = render_mode
+        self.camera = _choice("camera", camera, CAMERAS)
+        self.pixel_camera = _choice("pixel_camera", pixel_camera, CAMERAS)
+        self.terminate_on_success = terminate_on_success
+        for name, size in (("width", width), ("height", height), ("pixel_size", pixel_size)):
+            if not 16 <= size <= 1024:
+                raise ValueError(f"{name} must be between 16 and 1024 pixels, got {size}")
+        self.width, self.height, self.pixel_size = width, height, pixel_size
+
+        self.world = World.build(self.colours, max(width, pixel_size), max(height, pixel_size))
+        self.controller = CartesianController(self.world)
+        observation = {}
+        if obs_mode != "pixels":
+            size = state_size(len(self.colours))
+            observation["state"] = spaces.Box(-STATE_BOUND, STATE_BOUND, (size,), np.float64)
+        observation["goal"] = spaces.Box(0.0, 1.0, (GOAL_SIZE,), np.float32)
+        if obs_mode != "state":
+            observation["pixels"] = spaces.Box(0, 255, (pixel_size, pixel_size, 3), np.uint8)
+        self.observation_space = spaces.Dict(observation)
+        self.action_space = spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
+
+        self.instruction: Instruction | None = None
+        self._goal = np.zeros(GOAL_SIZE, np.float32)
+        self._start = None
+        self._last_obs: dict[str, np.ndarray] = {}
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+
+    @staticmethod
+    def _colours(blocks: int | Sequence[str]) -> tuple[str, ...]:
+        if isinstance(blocks, int):
+            if not 2 <= blocks <= len(COLOURS):
+                raise ValueError(f"blocks must be 2 to {len(COLOURS)}, got {blocks}")
+            return COLOURS[:blocks]
+        colours = tuple(blocks)
+        for colour in colours:
+            _choice("block colour", colour, COLOURS)
+        if len(set(colours)) != len(colours) or not 2 <= len(colours) <= len(COLOURS):
+            raise ValueError(f"blocks must be 2 to {len(COLOURS)} distinct colours, got {colours}")
+        return colours
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        for key in options:
+            _choice("reset option", key, RESET_OPTIONS)
+        self.instruction = self._instruction(options.get("instruction"))
+        self._goal = language.encode(self.instruction)
+
+        world = self.world
+        layout = sample_layout(self.np_random, self.colours, self.instruction)
+        mujoco.mj_resetData(world.model, world.data)
+        blocks = zip(world.block_qpos, layout.block_pos, layout.block_yaw, strict=True)
+        for qpos, pos, yaw in blocks:
+            world.data.qpos[qpos[:3]] = pos
+            world.data.qpos[qpos[3:]] = (np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2))
+        world.data.qpos[world.finger_qpos] = (0.04, 0.04)
+        move_arm_to(world, layout.hand_pos, layout.hand_yaw)
+        mujoco.mj_forward(world.model, world.data)
+        self.controller.reset()
+        state = world.state_vector()
+        self._start = scene_from_state(state, self.colours)
+        observation = self._observation(state)
+        self._last_obs = observation
+        return observation, self._info(self._start, unstable=False)
+
+    def _instruction(self, given: str | Instruction | None) -> Instruction:
+        if given is None:
+            skill = self.skills[int(self.np_random.integers(len(self.skills)))]
+            return language.sample(skill, self.colours, self.np_random)
+        instruction = language.parse(given) if isinstance(given, str) else given
+        if not isinstance(instruction, Instruction):
+            raise ValueError(
+                f"instruction must be text or an Instruction, got {type(given).__name__}"
+            )
+        if instruction.skill not in self.skills:
+            raise ValueError(
+                f"this env practises {', '.join(self.skills)}, not {instruction.skill!r}; "
+                "GameOn/MultiSkill-v0 accepts every skill"
+            )
+        for colour in instruction.objects:
+            if colour not in self.colours:
+                raise ValueError(
+                    f"instruction names a {colour} block; this scene has {', '.join(self.colours)}"
+                )
+        return instruction
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        if self.instruction is None:
+            raise RuntimeError("call reset() before step()")
+        action = np.asarray(action, dtype=np.float64)
+        if action.shape != (ACTION_SIZE,):
+            raise ValueError(
+                f"action must have shape ({ACTION_SIZE},) = (vx, vy, vz, yaw rate, gripper), "
+                f"got {action.shape}"
+            )
+        if not np.isfinite(action).all():
+            raise ValueError(f"action must be finite, got {action}")
+        world = self.world
+        self.controller.apply(np.minimum(np.maximum(action, -1.0), 1.0))
+        mujoco.mj_step(world.model, world.data, nstep=N_SUBSTEPS)
+        state = world.state_vector()
+        if world.data.warning.number.any() or not np.abs(state).max() <= STATE_BOUND:
+            return self._last_obs, 0.0, False, True, self._info(None, unstable=True)
+
+        scene = scene_from_state(state, self.colours)
+        success = oracle.success(self.instruction, scene, self._start)
+        if self.reward_mode == "sparse":
+            reward = float(success)
+        else:
+            reward = 1.0 if success else rewards.dense_reward(self.instruction, scene, self._start)
+        observation = self._observation(state)
+        self._last_obs = observation
+        info = self._info(scene, unstable=False, success=success)
+        return observation, reward, success and self.terminate_on_success, False, info
+
+    def _observation(self, state: np.ndarray) -> dict[str, np.ndarray]:
+        observation = {}
+        if self.obs_mode != "pixels":
+            observation["state"] = state
+        observation["goal"] = self._goal.copy()
+        if self.obs_mode != "state":
+            size = self.pixel_size
+            observation["pixels"] = self._render(self.pixel_camera, size, size)
+        return observation
+
+    def _info(
+        self, scene: oracle.SceneState | None, unstable: bool, success: bool | None = None
+    ) -> dict[str, Any]:
+        if success is None:
+            success = scene is not None and oracle.success(self.instruction, scene, self._start)
+        return {
+            "success": success,
+            "is_success": success,
+            "instruction": str(self.instruction),
+            "sim_unstable": unstable,
+        }
+
+    def scene(self) -> oracle.SceneState:
+        """The current scene as the oracle sees it."""
+        return self.world.scene_state()
+
+    @property
+    def start_scene(self) -> oracle.SceneState | None:
+        """The scene at the last reset (push success is judged against it)."""
+        return self._start
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        return self._render(self.camera, self.width, self.height)
+
+    def _render(self, camera: str, width: int, height: int) -> np.ndarray:
+        renderer = self._renderers.get((width, height))
+        if renderer is None:
+            renderer = mujoco.Renderer(self.world.model, height, width)
+            self._renderers[(width, height)] = renderer
+        renderer.update_scene(self.world.data, camera)
+        return renderer.render()
+
+    def close(self) -> None:
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()
