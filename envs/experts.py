@@ -209,3 +209,22 @@ class Expert:
 def make_expert(env, noise: float = 0.0, seed: int | None = None) -> Expert:
     """The scripted expert for a StackingEnv (pass `env.unwrapped` for a wrapped env)."""
     return Expert(getattr(env, "unwrapped", env), noise, seed)
+
+
+def expert_success(env_id: str, episodes: int, noise: float = 0.0, seed: int = 0) -> float:
+    """Fraction of seeded episodes (seeds seed .. seed+episodes-1) the expert completes."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    successes = 0
+    for episode in range(seed, seed + episodes):
+        observation, info = env.reset(seed=episode)
+        expert = make_expert(env, noise, seed=episode)
+        expert.reset()
+        done = False
+        while not done:
+            observation, _, terminated, truncated, info = env.step(expert.act(observation))
+            done = terminated or truncated
+        successes += bool(info["success"])
+    env.close()
+    return successes / episodes

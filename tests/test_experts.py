@@ -1,0 +1,42 @@
+"""Scripted experts solve their skills; the full 200-episode table is `-m slow`."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gameon.envs import ENV_IDS
+from gameon.envs.experts import expert_success, make_expert
+
+TARGET = {env_id: 0.95 for env_id in ENV_IDS} | {"GameOn/Tower-v0": 0.90}
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_expert_solves_a_seeded_sample(env_id):
+    assert expert_success(env_id, episodes=8) >= 7 / 8
+
+
+def _actions(noise, seed, steps=30):
+    env = gym.make("GameOn/Stack-v0")
+    observation, _ = env.reset(seed=3)
+    expert = make_expert(env, noise=noise, seed=seed)
+    expert.reset()
+    actions = []
+    for _ in range(steps):
+        actions.append(expert.act(observation))
+        observation, *_ = env.step(actions[-1])
+    return np.array(actions)
+
+
+def test_noise_is_seeded_and_perturbs_the_actions():
+    noisy = _actions(noise=0.2, seed=1)
+    assert np.array_equal(noisy, _actions(noise=0.2, seed=1))
+    assert not np.allclose(noisy, _actions(noise=0.0, seed=1))
+    assert noisy.dtype == np.float32 and np.abs(noisy).max() <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_expert_success_over_200_episodes(env_id):
+    rate = expert_success(env_id, episodes=200)
+    print(f"\n{env_id}: {rate:.1%} over 200 seeded episodes")
+    assert rate >= TARGET[env_id]
