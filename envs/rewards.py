@@ -135,12 +135,16 @@ def _settle(scene: SceneState, x: str) -> float:
 
 
 def _reach(scene: SceneState, x: str) -> float:
+    """Hover: TCP toward the point HOVER_HEIGHT above x's top face."""
     centre = scene.block_pos[scene.index(x)]
     target = (centre[0], centre[1], centre[2] + scene.block_size / 2 + HOVER_HEIGHT)
     return _staged(0, _near(_gap(scene.tcp_pos, target), COARSE_GAIN), len(STAGES["reach"]))
 
 
-def _push(scene: SceneState, start: SceneState, x: str, direction: str, flags: dict) -> float:
+def _push(
+    scene: SceneState, start: SceneState, x: str, direction: str, flags: dict[str, bool]
+) -> float:
+    """Approach the pre-push point, push x along `direction`, then clear the gripper."""
     stages = len(STAGES["push"])
     if flags["displaced"] and flags["on_line"] and flags["on_table"]:
         return _staged(2, _settle(scene, x), stages)
@@ -157,7 +161,8 @@ def _push(scene: SceneState, start: SceneState, x: str, direction: str, flags: d
     return _staged(1, pushed - LATERAL_PENALTY * math.tanh(FINE_GAIN * drift), stages)
 
 
-def _place(scene: SceneState, x: str, y: str, side: str, flags: dict) -> float:
+def _place(scene: SceneState, x: str, y: str, side: str, flags: dict[str, bool]) -> float:
+    """Pick x, carry it over the spot beside y, lower it onto the table there, let go."""
     stages = len(STAGES["place"])
     if flags["next_to"]:
         return _staged(5, _settle(scene, x), stages)
@@ -197,7 +202,8 @@ def _stack(scene: SceneState, x: str, y: str) -> float:
     return _staged(*_pick(scene, x, height), stages)
 
 
-def _unstack(scene: SceneState, x: str, y: str, flags: dict) -> float:
+def _unstack(scene: SceneState, x: str, y: str, flags: dict[str, bool]) -> float:
+    """Pick x off y, move it UNSTACK_ASIDE away, lower it onto the table, let go."""
     stages = len(STAGES["unstack"])
     if flags["off"] and flags["on_table"] and flags["apart"]:
         return _staged(5, _settle(scene, x), stages)
@@ -225,9 +231,10 @@ def levels_done(scene: SceneState, colours: tuple[str, ...]) -> int:
     return done
 
 
-def _tower(scene: SceneState, colours: tuple[str, ...]) -> float:
+def _tower(scene: SceneState, colours: tuple[str, ...], built: bool) -> float:
+    """Levels done plus the stack shaping of the next block, each level a 1/n share."""
     n = len(colours)
-    level = min(levels_done(scene, colours), n - 1)
+    level = n - 1 if built else min(levels_done(scene, colours), n - 1)
     if level == 0:
         base = scene.block_pos[scene.index(colours[0])]
         drop = float(base[2]) - TABLE_HEIGHT - scene.block_size / 2
@@ -257,4 +264,4 @@ def dense_reward(
         return _stack(scene, objects[0], objects[1])
     if skill == "unstack":
         return _unstack(scene, objects[0], objects[1], flags)
-    return _tower(scene, objects)
+    return _tower(scene, objects, flags["tower"])
