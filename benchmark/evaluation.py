@@ -1,0 +1,143 @@
+"""The one evaluation protocol every learner and the harness use.
+
+A suite is a fixed list of (instruction, seed) pairs per env: for every skill the env practises,
+`episodes_per_skill` instructions sampled from a seeded generator, each with its own reset seed.
+A policy is any callable from one observation dict to one action; success is the oracle's
+`info["success"]` at the end of the episode, reported per skill as counts and rates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from gameon.envs import ENV_SKILLS, language
+
+SUITE_SEED = 10_000
+"""Evaluation seeds start here, far from the small seeds training runs use."""
+Policy = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """One evaluation episode to run: the instruction and the reset seed."""
+
+    instruction: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class EvalEpisode:
+    """The outcome of one evaluation episode."""
+
+    instruction: str
+    skill: str
+    seed: int
+    success: bool
+    episode_return: float
+    length: int
+
+
+@dataclass(frozen=True)
+class SkillResult:
+    successes: int
+    episodes: int
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """Per-episode outcomes of one suite, with per-skill and overall success."""
+
+    env_id: str
+    episodes: tuple[EvalEpisode, ...]
+
+    @property
+    def success_rate(self) -> float:
+        return float(np.mean([e.success for e in self.episodes])) if self.episodes else 0.0
+
+    def per_skill(self) -> dict[str, SkillResult]:
+        skills = dict.fromkeys(e.skill for e in self.episodes)
+        return {
+            skill: SkillResult(
+                successes=sum(e.success for e in self.episodes if e.skill == skill),
+                episodes=sum(e.skill == skill for e in self.episodes),
+            )
+            for skill in skills
+        }
+
+    def to_dict(self) -> dict:
+        """JSON-ready record: the episodes and the per-skill counts and rates."""
+        return {
+            "env_id": self.env_id,
+            "success_rate": self.success_rate,
+            "per_skill": {
+                skill: {"successes": r.successes, "episodes": r.episodes, "rate": r.rate}
+                for skill, r in self.per_skill().items()
+            },
+            "episodes": [asdict(e) for e in self.episodes],
+        }
+
+
+def evaluation_suite(
+    env_id: str, episodes_per_skill: int = 10, seed: int = SUITE_SEED
+) -> list[EvalTask]:
+    """The fixed (instruction, seed) pairs of an env: the same for every learner and run."""
+    if env_id not in ENV_SKILLS:
+        raise ValueError(f"unknown env id {env_id!r}; registered: {', '.join(ENV_SKILLS)}")
+    if episodes_per_skill < 1:
+        raise ValueError(f"episodes_per_skill must be >= 1, got {episodes_per_skill}")
+    skills, _ = ENV_SKILLS[env_id]
+    colours = gym.make(env_id).unwrapped.colours
+    rng = np.random.default_rng(seed)
+    tasks = []
+    for skill in skills:
+        for _ in range(episodes_per_skill):
+            instruction = language.sample(skill, colours, rng)
+            tasks.append(EvalTask(str(instruction), seed + len(tasks)))
+    return tasks
+
+
+def evaluate(
+    policy: Policy,
+    env_id: str,
+    suite: list[EvalTask] | None = None,
+    episodes_per_skill: int = 10,
+    env_kwargs: dict | None = None,
+    on_frame: Callable[[np.ndarray], None] | None = None,
+) -> EvalReport:
+    """Run a policy on every task of the suite; `on_frame` receives rendered frames if given."""
+    suite = suite if suite is not None else evaluation_suite(env_id, episodes_per_skill)
+    kwargs = dict(env_kwargs or {})
+    if on_frame is not None:
+        kwargs.setdefault("render_mode", "rgb_array")
+    env = gym.make(env_id, **kwargs)
+    episodes = []
+    for task in suite:
+        observation, info = env.reset(seed=task.seed, options={"instruction": task.instruction})
+        episode_return, length, done = 0.0, 0, False
+        while not done:
+            observation, reward, terminated, truncated, info = env.step(policy(observation))
+            episode_return += float(reward)
+            length += 1
+            done = terminated or truncated
+            if on_frame is not None:
+                on_frame(env.render())
+        episodes.append(
+            EvalEpisode(
+                instruction=task.instruction,
+                skill=language.parse(task.instruction).skill,
+                seed=task.seed,
+                success=bool(info["success"]),
+                episode_return=episode_return,
+                length=length,
+            )
+        )
+    env.close()
+    return EvalReport(env_id, tuple(episodes))
