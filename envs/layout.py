@@ -18,7 +18,10 @@ from gameon.envs.world import BLOCK_AREA_HIGH, BLOCK_AREA_LOW
 MIN_SPACING = 0.085
 """Minimum distance between block centres at reset (a 5 cm cube's diagonal plus margin), m."""
 PUSH_LANE = 0.14
-"""A pushed block has this much free, in-area room along its direction, m."""
+"""A pushed block has this much free room along its direction, ending at most 3 cm outside the
+block area (still well inside the workspace), m."""
+SINK = 1e-4
+"""Blocks start this far into their support, so the very first observation reports the contact."""
 PLACE_OFFSET = 0.075
 """Where a placed block should go: this far from its reference, m (inside NEXT_TO_RANGE)."""
 HAND_START_LOW = np.array([0.40, -0.12, 0.18])
@@ -51,12 +54,12 @@ def sample_layout(
             break
     else:
         raise RuntimeError(f"no feasible layout for {instruction!r} after {MAX_TRIES} tries")
-    z = np.full(len(colours), BLOCK_SIZE / 2)
+    z = np.full(len(colours), BLOCK_SIZE / 2 - SINK)
     if instruction.skill == "unstack":
         top, bottom = (index[c] for c in instruction.objects)
         xy[top] = xy[bottom]
         yaw[top] = yaw[bottom]
-        z[top] += BLOCK_SIZE
+        z[top] += BLOCK_SIZE - SINK
     return Layout(
         block_pos=np.column_stack((xy, z)),
         block_yaw=yaw,
@@ -93,5 +96,5 @@ def _feasible(xy: np.ndarray, instruction: Instruction, index: dict[str, int]) -
     if instruction.skill == "place":
         block, reference = objects
         spot = xy[reference] + PLACE_OFFSET * np.array(SIDE_VECTORS[instruction.relation])
-        return _inside(spot) and _clear(spot, xy, objects)
+        return _inside(spot) and _clear(spot, xy, (reference,))
     return True

@@ -129,7 +129,7 @@ class StackingEnv(gym.Env):
         mujoco.mj_forward(world.model, world.data)
         self.controller.reset()
         state = world.state_vector()
-        self._start = scene_from_state(state, self.colours)
+        self._start = scene_from_state(state.copy(), self.colours)
         observation = self._observation(state)
         self._last_obs = observation
         return observation, self._info(self._start, unstable=False)
@@ -173,7 +173,8 @@ class StackingEnv(gym.Env):
         mujoco.mj_step(world.model, world.data, nstep=N_SUBSTEPS)
         state = world.state_vector()
         if world.data.warning.number.any() or not np.abs(state).max() <= STATE_BOUND:
-            return self._last_obs, 0.0, False, True, self._info(None, unstable=True)
+            observation = {key: value.copy() for key, value in self._last_obs.items()}
+            return observation, 0.0, False, True, self._info(None, unstable=True)
 
         scene = scene_from_state(state, self.colours)
         success = oracle.success(self.instruction, scene, self._start)
