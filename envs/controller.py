@@ -8,6 +8,8 @@ error into joint position targets for the arm's position actuators.
 
 from __future__ import annotations
 
+import math
+
 import mujoco
 import numpy as np
 
@@ -40,16 +42,23 @@ def downward_rotation(yaw: float) -> np.ndarray:
 
 
 def pose_error(world: World, target_pos: np.ndarray, target_yaw: float) -> np.ndarray:
-    """6-D error (position, then rotation vector) from the TCP's pose to a downward target pose."""
+    """6-D error (position, then rotation vector) from the TCP's pose to a downward target pose.
+
+    The rotation part is vee(G R^T - R G^T) / 2 for G = downward_rotation(target_yaw), written
+    out in scalars because this runs every control step.
+    """
     data = world.data
-    rot = data.site_xmat[world.tcp_site].reshape(3, 3)
-    mismatch = downward_rotation(target_yaw) @ rot.T
+    r = data.site_xmat[world.tcp_site].tolist()
+    c, s = math.cos(target_yaw), math.sin(target_yaw)
+    dx, dy, dz = (target_pos - data.site_xpos[world.tcp_site]).tolist()
     return np.array(
         [
-            *(target_pos - data.site_xpos[world.tcp_site]),
-            0.5 * (mismatch[2, 1] - mismatch[1, 2]),
-            0.5 * (mismatch[0, 2] - mismatch[2, 0]),
-            0.5 * (mismatch[1, 0] - mismatch[0, 1]),
+            dx,
+            dy,
+            dz,
+            0.5 * (-r[5] - s * r[6] + c * r[7]),
+            0.5 * (c * r[6] + s * r[7] + r[2]),
+            0.5 * (s * r[0] - c * r[1] - c * r[3] - s * r[4]),
         ]
     )
 
@@ -62,6 +71,7 @@ class CartesianController:
         model = world.model
         self._jac = np.zeros((6, model.nv))
         self._damping = DAMPING**2 * np.eye(6)
+        self._step = np.zeros(6)
         self._qlow = model.jnt_range[:7, 0]
         self._qhigh = model.jnt_range[:7, 1]
         self.target_pos = np.zeros(3)
@@ -97,8 +107,10 @@ class CartesianController:
         q = data.qpos[world.arm_qpos]
         posture = POSTURE_GAIN * (HOME_QPOS - q)
         # Null-space posture: dq = posture + J+ (error - J posture), with J+ the damped inverse.
-        step = np.linalg.solve(jac @ jac.T + self._damping, error - jac @ posture)
-        dq = posture + jac.T @ step
+        gram = jac @ jac.T + self._damping
+        mujoco.mju_cholFactor(gram, 0.0)
+        mujoco.mju_cholSolve(self._step, gram, error - jac @ posture)
+        dq = posture + jac.T @ self._step
         data.ctrl[:7] = np.minimum(np.maximum(q + dq, self._qlow), self._qhigh)
         data.ctrl[7:9] = FINGER_OPEN * (1.0 - action[4]) / 2
 
