@@ -1,0 +1,195 @@
+"""The `gameon` command line: list the environments, record a scripted expert's episode."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import tyro
+
+from gameon.envs import ENV_SKILLS, language
+from gameon.envs.stacking_env import CAMERAS
+
+VIDEO_SUFFIXES = (".mp4", ".gif")
+FPS = 20
+"""Video frame rate: one frame per 20 Hz control step, so videos play in real time."""
+FRAMES_AFTER_SUCCESS = 10
+EXAMPLE_COLOURS = ("red", "green", "blue")
+
+
+class UsageError(Exception):
+    """A bad option value: reported in one line, exit code 2."""
+
+
+@dataclass
+class Envs:
+    """List every registered environment id with its skills, max steps and example instructions."""
+
+
+@dataclass
+class Demo:
+    """Run a scripted expert episode and write it to a video (.mp4 or .gif)."""
+
+    env_id: str = "GameOn/Tower-v0"
+    """registered environment id (see `gameon envs`)"""
+    instruction: str | None = None
+    """instruction text; by default one is sampled from the env's skills"""
+    seed: int = 0
+    """seed of the episode's reset (scene layout and sampled instruction)"""
+    out: Path = Path("videos/demo.mp4")
+    """output video; the suffix (.mp4 or .gif) picks the format"""
+    camera: str = "front"
+    """camera to record: front, top or wrist"""
+    width: int = 480
+    """video width, pixels"""
+    height: int = 360
+    """video height, pixels"""
+    noise: float = 0.0
+    """scale of the expert's action noise"""
+    max_steps: int | None = None
+    """step limit of the episode; by default the env's own"""
+
+
+def _accepted(values: Sequence[str]) -> str:
+    return ", ".join(values)
+
+
+def examples(skills: Sequence[str]) -> list[str]:
+    """One example instruction per skill, over a red, green and blue scene."""
+    return [
+        str(language.sample(skill, EXAMPLE_COLOURS, np.random.default_rng(0))) for skill in skills
+    ]
+
+
+def list_envs() -> None:
+    """Print a table of every registered id, its skills, max steps and example instructions."""
+    rows = [
+        (env_id, ", ".join(skills), str(max_steps), "\n".join(examples(skills)))
+        for env_id, (skills, max_steps) in ENV_SKILLS.items()
+    ]
+    header = ("id", "skills", "max steps", "example instructions")
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        for env_id, skills, max_steps, text in rows:
+            print(f"{env_id}  [{skills}]  max steps {max_steps}")
+            for line in text.splitlines():
+                print(f"    {line}")
+        return
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    table = Table(*header, show_lines=True)
+    table.columns[-1].no_wrap = True
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+def _check(args: Demo) -> None:
+    if args.env_id not in ENV_SKILLS:
+        raise UsageError(f"unknown env id {args.env_id!r}; accepted: {_accepted(ENV_SKILLS)}")
+    if args.out.suffix.lower() not in VIDEO_SUFFIXES:
+        raise UsageError(
+            f"unknown video suffix {args.out.suffix!r} in {str(args.out)!r}; "
+            f"accepted: {_accepted(VIDEO_SUFFIXES)}"
+        )
+    if args.camera not in CAMERAS:
+        raise UsageError(f"unknown camera {args.camera!r}; accepted: {_accepted(CAMERAS)}")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError(f"--max-steps must be at least 1, got {args.max_steps}")
+    if args.noise < 0:
+        raise UsageError(f"--noise must be at least 0, got {args.noise}")
+
+
+def write_video(path: Path, frames: list[np.ndarray], fps: int = FPS) -> None:
+    """Write RGB frames to an .mp4 (needs imageio-ffmpeg) or a looping .gif."""
+    import imageio.v3 as iio
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".gif":
+        iio.imwrite(path, np.stack(frames), duration=1000 / fps, loop=0)
+    else:
+        # macro_block_size=2: keep even sizes as they are (yuv420p only needs even sizes).
+        iio.imwrite(path, np.stack(frames), fps=fps, macro_block_size=2)
+
+
+def demo(args: Demo) -> dict:
+    """Record one scripted expert episode to `args.out`; return what was printed as a dict."""
+    _check(args)
+    try:
+        from gameon.envs.experts import make_expert
+    except ImportError as error:
+        raise UsageError(f"scripted experts are unavailable: {error}") from None
+    kwargs = {} if args.max_steps is None else {"max_episode_steps": args.max_steps}
+    try:
+        env = gym.make(
+            args.env_id,
+            render_mode="rgb_array",
+            camera=args.camera,
+            width=args.width,
+            height=args.height,
+            terminate_on_success=False,
+            **kwargs,
+        )
+        options = None if args.instruction is None else {"instruction": args.instruction}
+        obs, info = env.reset(seed=args.seed, options=options)
+    except ValueError as error:
+        raise UsageError(" ".join(str(error).split())) from None
+    expert = make_expert(env.unwrapped, args.noise, seed=args.seed)
+    expert.reset()
+    frames = [env.render()]
+    steps, success_step, after = 0, None, 0
+    while after < FRAMES_AFTER_SUCCESS:
+        obs, _, terminated, truncated, info = env.step(expert.act(obs))
+        steps += 1
+        frames.append(env.render())
+        if success_step is None and info["success"]:
+            success_step = steps
+        if success_step is not None:
+            after += 1
+        if terminated or truncated:
+            break
+    env.close()
+    write_video(args.out, frames)
+    result = {
+        "instruction": info["instruction"],
+        "success": success_step is not None,
+        "steps": success_step if success_step is not None else steps,
+        "sim_unstable": bool(info["sim_unstable"]),
+        "out": str(args.out),
+    }
+    print(f"instruction: {result['instruction']}")
+    print(f"success:     {result['success']}")
+    print(f"steps:       {result['steps']}" + ("" if result["success"] else " (no success)"))
+    if result["sim_unstable"]:
+        print("note:        the simulation became unstable and the episode was cut short")
+    print(f"video:       {result['out']} ({len(frames)} frames at {FPS} fps)")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `gameon` command."""
+    args = tyro.extras.subcommand_cli_from_dict(
+        {"envs": Envs, "demo": Demo},
+        prog="gameon",
+        description="GameOn-RL: language-goal MuJoCo block stacking.",
+        args=argv,
+    )
+    try:
+        if isinstance(args, Envs):
+            list_envs()
+        else:
+            demo(args)
+    except UsageError as error:
+        print(f"gameon: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

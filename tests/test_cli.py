@@ -1,0 +1,100 @@
+"""The `gameon` command line: listing the envs, recording a demo, and one-line usage errors."""
+
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gameon.cli import main
+from gameon.envs import ENV_SKILLS
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """Run `gameon ARGS` in a fresh interpreter, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "gameon.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_envs_lists_every_id_with_its_max_steps(capsys: pytest.CaptureFixture) -> None:
+    main(["envs"])
+    out = capsys.readouterr().out
+    for env_id, (skills, max_steps) in ENV_SKILLS.items():
+        line = next(line for line in out.splitlines() if env_id in line)
+        assert str(max_steps) in line
+        assert skills[0] in line
+    assert "stack the" in out and "build a tower of" in out
+
+
+def test_envs_runs_as_a_command() -> None:
+    result = run_cli("envs")
+    assert result.returncode == 0, result.stderr
+    assert all(env_id in result.stdout for env_id in ENV_SKILLS)
+
+
+def test_unknown_env_id_exits_2_naming_accepted_ids(tmp_path: Path) -> None:
+    result = run_cli("demo", "--env-id", "GameOn/Nope-v0", "--out", str(tmp_path / "x.mp4"))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1
+    assert "GameOn/Nope-v0" in message
+    assert all(env_id in message for env_id in ENV_SKILLS)
+    assert not (tmp_path / "x.mp4").exists()
+
+
+@pytest.mark.parametrize("out", ["demo.avi", "demo"])
+def test_bad_video_suffix_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture, out: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--out", str(tmp_path / out)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert ".mp4" in err and ".gif" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_instruction_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("gameon.envs.experts")
+    args = ["demo", "--instruction", "juggle the red block", "--out", str(tmp_path / "x.gif")]
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "juggle" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
+def test_demo_writes_a_video(tmp_path: Path, capsys: pytest.CaptureFixture, suffix: str) -> None:
+    pytest.importorskip("gameon.envs.experts")
+    iio = pytest.importorskip("imageio.v3")
+    if suffix == ".mp4":
+        pytest.importorskip("imageio_ffmpeg")
+    out = tmp_path / "sub" / f"demo{suffix}"
+    main(
+        [
+            "demo",
+            "--env-id", "GameOn/Reach-v0",
+            "--instruction", "move the gripper above the red block",
+            "--out", str(out),
+            "--width", "96",
+            "--height", "64",
+        ]
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "move the gripper above the red block" in printed
+    assert "success:     True" in printed
+    assert str(out) in printed
+    frames = np.asarray(iio.imread(out, index=None))
+    assert frames.ndim == 4 and frames.shape[1:] == (64, 96, 3)
+    assert len(frames) >= 11
+    assert frames.std() > 0
+
+
+def test_readme_tables_are_current() -> None:
+    root = Path(__file__).resolve().parents[1]
+    tables = runpy.run_path(str(root / "benchmarks" / "readme_tables.py"))
+    readme = (root / "README.md").read_text().splitlines()
+    for line in tables["envs_table"]() + tables["thresholds_table"]():
+        assert line in readme, f"stale README.md; see python benchmarks/readme_tables.py:\n{line}"
