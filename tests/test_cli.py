@@ -94,7 +94,7 @@ def test_demo_writes_a_video(tmp_path: Path, capsys: pytest.CaptureFixture, suff
 
 def test_readme_tables_are_current() -> None:
     root = Path(__file__).resolve().parents[1]
-    tables = runpy.run_path(str(root / "benchmarks" / "readme_tables.py"))
+    tables = runpy.run_path(str(root / "scripts" / "readme_tables.py"))
     readme = (root / "README.md").read_text().splitlines()
     for line in tables["envs_table"]() + tables["thresholds_table"]():
-        assert line in readme, f"stale README.md; see python benchmarks/readme_tables.py:\n{line}"
+        assert line in readme, f"stale README.md; see python scripts/readme_tables.py:\n{line}"

@@ -1,6 +1,6 @@
 """Print the README's generated Markdown tables: environments and success-oracle thresholds.
 
-Run: python benchmarks/readme_tables.py   (tests/test_cli.py checks that README.md holds them)
+Run: python scripts/readme_tables.py   (tests/test_cli.py checks that README.md holds them)
 """
 
 from __future__ import annotations
