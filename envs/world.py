@@ -155,7 +155,7 @@ def build_xml(colours: tuple[str, ...], offwidth: int = 640, offheight: int = 48
            diffuse="0.6 0.6 0.6"/>
     <geom name="table" type="plane" size="1 1 0.5" material="table" contype="4"
           conaffinity="1" condim="3" friction="0.6 0.01 0.001"/>
-    <camera name="front" pos="1.35 0 0.62" xyaxes="0 1 0 -0.5 0 0.866" fovy="45"/>
+    <camera name="front" pos="1.25 0 0.85" xyaxes="0 1 0 -0.636 0 0.772" fovy="50"/>
     <camera name="top" pos="0.5 0 1.1" xyaxes="0 1 0 -1 0 0" fovy="45"/>
     <body name="robot_base" pos="0 0 0" gravcomp="1">
       {_ARM}
