@@ -1,0 +1,228 @@
+"""Behaviour cloning: regress the dataset's actions with a deterministic tanh actor (MSE).
+
+    python -m gameon.baselines.datasets --env-id GameOn/Reach-v0 --episodes-per-skill 100 \
+        --dataset-id gameon/reach-expert-v0
+    python -m gameon.baselines.bc --dataset-id gameon/reach-expert-v0
+
+Reads a Minari dataset written by `gameon.baselines.datasets`, normalises observations with the
+dataset's statistics, trains `common.Actor(squash=True)` by minibatch Adam on the mean squared
+action error, evaluates on the dataset's env with the shared suite (`benchmark.evaluation`) and
+writes, under `run_dir`: TensorBoard logs, `checkpoint.pt`, `eval.json`, `summary.json` and, with
+`--capture-video`, one evaluation MP4 per skill in `videos/`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+from gameon.baselines import common
+from gameon.baselines.datasets import (
+    check_compatible,
+    default_datasets_path,
+    load,
+    observation_normalizer,
+)
+from gameon.benchmark.evaluation import evaluate, evaluation_suite
+from gameon.envs import language
+
+ALGO = "bc"
+
+
+@dataclass
+class Args:
+    dataset_id: str = "gameon/multiskill-expert-v0"
+    """Minari dataset to learn from (written by `gameon.baselines.datasets`)"""
+    datasets_path: str = field(default_factory=default_datasets_path)
+    """root folder of the Minari datasets ($MINARI_DATASETS_PATH if set, else ./datasets)"""
+    env_id: str | None = None
+    """env to evaluate on (default: the dataset's env); its spaces must match the dataset's"""
+    seed: int = 1
+    """seed of the network initialisation and the minibatches"""
+    torch_deterministic: bool = True
+    """set `torch.backends.cudnn.deterministic`"""
+    torch_threads: int = 1
+    """torch intra-op threads for training"""
+    cuda: bool = False
+    """train on the GPU if one is available (evaluation always runs on the CPU)"""
+    num_updates: int = 50_000
+    """gradient steps"""
+    batch_size: int = 256
+    """transitions per minibatch"""
+    learning_rate: float = 1e-3
+    """Adam learning rate"""
+    hidden: tuple[int, ...] = (256, 256)
+    """hidden layer widths of the actor"""
+    log_every: int = 1_000
+    """write training losses to TensorBoard every this many updates"""
+    eval_every: int = 0
+    """evaluate every this many updates as well as at the end (0: only at the end)"""
+    eval_episodes_per_skill: int = 10
+    """episodes per skill of the evaluation suite"""
+    capture_video: bool = False
+    """after the final evaluation, record one evaluation episode per skill to run_dir/videos"""
+    run_dir: str | None = None
+    """output folder (default: runs/{algo}__{dataset}__{seed}__{timestamp})"""
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    """Write JSON atomically: a temporary file beside `path`, then a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def run_evaluation(
+    actor: common.Actor, normalizer: common.Normalizer, env_id: str, args: Args
+) -> dict:
+    """Evaluate a CPU copy of the actor on the shared suite; return `EvalReport.to_dict()`."""
+    policy = common.make_policy(copy.deepcopy(actor).cpu().eval(), normalizer)
+    report = evaluate(policy, env_id, episodes_per_skill=args.eval_episodes_per_skill)
+    torch.set_num_threads(args.torch_threads)  # make_policy sets one thread for acting
+    return report.to_dict()
+
+
+def record_videos(policy: common.Policy, env_id: str, run_dir: Path, fps: int = 20) -> list[str]:
+    """Write one MP4 per skill: the first episode of that skill in the evaluation suite."""
+    import imageio
+
+    video_dir = run_dir / "videos"
+    video_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for task in evaluation_suite(env_id, episodes_per_skill=1):
+        skill = language.parse(task.instruction).skill
+        path = video_dir / f"{skill}.mp4"
+        with imageio.get_writer(path, fps=fps) as writer:
+            evaluate(policy, env_id, suite=[task], on_frame=writer.append_data)
+        paths.append(str(path))
+    return paths
+
+
+def print_table(evaluation: dict) -> None:
+    """Print per-skill success counts and rates."""
+    print(f"{'skill':10s} {'success':>9s} {'rate':>6s}")
+    for skill, result in evaluation["per_skill"].items():
+        counts = f"{result['successes']}/{result['episodes']}"
+        print(f"{skill:10s} {counts:>9s} {result['rate']:6.2f}")
+    print(f"{'all':10s} {'':9s} {evaluation['success_rate']:6.2f}")
+
+
+def train(args: Args) -> dict:
+    """Train behaviour cloning on a dataset, evaluate it and write the run's files."""
+    for name in ("num_updates", "batch_size", "log_every", "eval_episodes_per_skill"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    torch.set_num_threads(args.torch_threads)
+    common.seed_everything(args.seed, args.torch_deterministic)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+
+    data = load(args.dataset_id, args.datasets_path)
+    env_id = args.env_id or data.env_id
+    common.check_env_id(env_id)
+    env = gym.make(env_id)
+    check_compatible(data, env)
+    env.close()
+
+    timestamp = time.strftime("%Y%m%d-%H%M%S")
+    run_name = f"{ALGO}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
+    run_dir = Path(args.run_dir or Path("runs") / run_name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()),
+    )
+
+    normalizer = observation_normalizer(data)
+    observations = torch.as_tensor(normalizer(data.observations), device=device)
+    actions = torch.as_tensor(data.actions, device=device)
+    actor = common.Actor(data.obs_size, data.action_size, args.hidden, squash=True).to(device)
+    optimizer = torch.optim.Adam(actor.parameters(), lr=args.learning_rate)
+    rng = np.random.default_rng(args.seed)
+    print(f"{ALGO}: {data.size} transitions from {data.num_episodes} episodes of {data.env_id}")
+
+    evaluations, loss, eval_time = [], float("nan"), 0.0
+    start = time.perf_counter()
+    for update in range(1, args.num_updates + 1):
+        batch = torch.as_tensor(rng.integers(0, data.size, args.batch_size), device=device)
+        loss_t = F.mse_loss(actor(observations[batch]), actions[batch])
+        optimizer.zero_grad()
+        loss_t.backward()
+        optimizer.step()
+
+        if update % args.log_every == 0 or update == args.num_updates:
+            loss = loss_t.item()
+            writer.add_scalar("losses/actor_loss", loss, update)
+            elapsed = time.perf_counter() - start - eval_time
+            writer.add_scalar("charts/updates_per_s", update / elapsed, update)
+        if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
+            eval_start = time.perf_counter()
+            evaluation = run_evaluation(actor, normalizer, env_id, args)
+            eval_time += time.perf_counter() - eval_start
+            writer.add_scalar("eval/success_rate", evaluation["success_rate"], update)
+            for skill, result in evaluation["per_skill"].items():
+                writer.add_scalar(f"eval/success_rate/{skill}", result["rate"], update)
+            evaluations.append(
+                {
+                    "update": update,
+                    "success_rate": evaluation["success_rate"],
+                    "per_skill": {s: r["rate"] for s, r in evaluation["per_skill"].items()},
+                }
+            )
+            rate = evaluation["success_rate"]
+            print(f"update {update}: loss {loss_t.item():.4f}, eval success {rate:.2f}")
+    train_time = time.perf_counter() - start - eval_time
+
+    actor = actor.cpu().eval()
+    checkpoint = common.save_checkpoint(
+        run_dir / "checkpoint.pt",
+        ALGO,
+        env_id,
+        actor,
+        normalizer,
+        asdict(args),
+        extra={"dataset_id": args.dataset_id, "num_updates": args.num_updates},
+    )
+    _write_json(run_dir / "eval.json", evaluation)
+    videos = []
+    if args.capture_video:
+        videos = record_videos(common.make_policy(actor, normalizer), env_id, run_dir)
+        torch.set_num_threads(args.torch_threads)
+    writer.close()
+
+    summary = {
+        "algo": ALGO,
+        "dataset_id": args.dataset_id,
+        "env_id": env_id,
+        "seed": args.seed,
+        "run_dir": str(run_dir),
+        "updates": args.num_updates,
+        "transitions": data.size,
+        "episodes": data.num_episodes,
+        "final_loss": loss,
+        "updates_per_s": args.num_updates / train_time,
+        "train_seconds": train_time,
+        "eval_seconds": eval_time,
+        "eval": {**evaluation, "update": args.num_updates},
+        "evals": evaluations,
+        "checkpoint": str(checkpoint),
+        "videos": videos,
+        "args": asdict(args),
+    }
+    _write_json(run_dir / "summary.json", summary)
+    print_table(evaluation)
+    return summary
+
+
+if __name__ == "__main__":
+    train(tyro.cli(Args))

@@ -1,0 +1,414 @@
+"""Minari datasets of scripted-expert episodes, and loading them as flat transition arrays.
+
+Collect (every skill of the env, `episodes_per_skill` episodes each, sampled instructions):
+
+    python -m gameon.baselines.datasets --env-id GameOn/MultiSkill-v0 --episodes-per-skill 200 \
+        --noise-levels 0.0 0.3 0.6 --failed-fraction 0.2 --dataset-id gameon/multiskill-mixed-v0
+
+Datasets live under `--datasets-path` (default `$MINARI_DATASETS_PATH`, else `datasets/` in the
+working directory), at `DATASETS_PATH/DATASET_ID/`: Minari's `data/` folder (HDF5 episodes with
+observations `state` + `goal`, actions, the env's rewards, terminations, truncations and
+`infos["success"]`) and `episodes.json`, the per-episode record of instruction, skill, policy,
+noise, seed and success. The same record is in Minari's per-episode metadata.
+
+Minari's `DataCollector` needs jax to buffer steps, so episodes are buffered here as numpy
+arrays and written with `minari.create_dataset_from_buffers` once collection has finished.
+Nothing is ever downloaded: loading uses `minari.load_dataset(..., download=False)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import gymnasium as gym
+import minari
+import numpy as np
+from minari.data_collector.episode_buffer import EpisodeBuffer
+from minari.dataset.minari_dataset import parse_dataset_id
+from rich.progress import Progress
+
+import gameon
+from gameon.baselines.common import Normalizer, check_env_id, flat_observation, flat_size
+from gameon.envs import ENV_SKILLS, language
+from gameon.envs.experts import make_expert
+
+EPISODES_FILE = "episodes.json"
+"""Sidecar file (in the dataset's folder, beside Minari's `data/`) with per-episode records."""
+SEED_LOW, SEED_HIGH = 2**20, 2**31
+"""Episode reset seeds are drawn from this range, far from the evaluation suite's (10_000 + i)."""
+MIN_VAR = 1e-4
+"""Variance floor of the dataset normaliser, so near-constant features are not blown up."""
+
+
+def default_datasets_path() -> str:
+    """`$MINARI_DATASETS_PATH` if set, else `datasets` in the working directory."""
+    return os.environ.get("MINARI_DATASETS_PATH", "datasets")
+
+
+@dataclass
+class Args:
+    env_id: str = "GameOn/MultiSkill-v0"
+    """env to collect in; every skill it practises gets `episodes_per_skill` episodes"""
+    dataset_id: str = "gameon/multiskill-expert-v0"
+    """Minari dataset id, `(namespace/)name-vN`"""
+    datasets_path: str = field(default_factory=default_datasets_path)
+    """root folder of the Minari datasets ($MINARI_DATASETS_PATH if set, else ./datasets)"""
+    episodes_per_skill: int = 200
+    """episodes per skill of the env"""
+    noise: float = 0.0
+    """std of the Gaussian action noise of the expert (ignored if `noise_levels` is given)"""
+    noise_levels: tuple[float, ...] = ()
+    """expert noise levels to cycle through across each skill's episodes, e.g. 0.0 0.3 0.6"""
+    failed_fraction: float = 0.0
+    """fraction of each skill's episodes played by `failed_policy` instead, so the data holds
+    failures (mixed quality, for IQL)"""
+    failed_policy: Literal["random", "noisy-expert"] = "random"
+    """policy of those episodes: uniform random actions, or the expert with `failed_noise`"""
+    failed_noise: float = 1.0
+    """std of the expert's action noise in `noisy-expert` failure episodes"""
+    reward_mode: Literal["sparse", "dense"] = "sparse"
+    """rewards stored: the env's sparse oracle success or its dense staged reward"""
+    seed: int = 0
+    """seed of the instructions, the episode reset seeds and the policies' noise"""
+    overwrite: bool = False
+    """replace an existing dataset of the same id (otherwise that is an error)"""
+    author: str = "gameon-rl"
+    """author recorded in the dataset's metadata"""
+    progress: bool = True
+    """show a progress bar"""
+
+
+@dataclass
+class OfflineData:
+    """All transitions of a dataset as flat numpy arrays (one row per transition)."""
+
+    dataset_id: str
+    env_id: str
+    observations: np.ndarray
+    """(N, obs_size) float32: `state` then `goal`, as `common.flat_observation` builds them"""
+    actions: np.ndarray
+    """(N, action_size) float32"""
+    rewards: np.ndarray
+    """(N,) float32"""
+    next_observations: np.ndarray
+    """(N, obs_size) float32"""
+    terminals: np.ndarray
+    """(N,) bool: the episode ended here (success); no bootstrapping from next_observations"""
+    timeouts: np.ndarray
+    """(N,) bool: the episode was cut here (time limit or unstable simulation)"""
+    skills: np.ndarray
+    """(N,) int64: index of the transition's skill in `language.SKILLS`"""
+    episodes: np.ndarray
+    """(N,) int64: Minari episode id of the transition"""
+
+    @property
+    def size(self) -> int:
+        """Number of transitions."""
+        return int(self.rewards.shape[0])
+
+    @property
+    def num_episodes(self) -> int:
+        """Number of distinct episodes."""
+        return int(np.unique(self.episodes).size)
+
+    @property
+    def obs_size(self) -> int:
+        return int(self.observations.shape[1])
+
+    @property
+    def action_size(self) -> int:
+        return int(self.actions.shape[1])
+
+
+@contextlib.contextmanager
+def _datasets_root(datasets_path: str | Path) -> Iterator[Path]:
+    """Point Minari at `datasets_path` (it reads MINARI_DATASETS_PATH) for the block's duration."""
+    root = Path(datasets_path).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    previous = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    try:
+        yield root
+    finally:
+        if previous is None:
+            del os.environ["MINARI_DATASETS_PATH"]
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = previous
+
+
+def check_dataset_id(dataset_id: str) -> None:
+    """Raise ValueError unless the id has Minari's form `(namespace/)name-vN`."""
+    try:
+        parse_dataset_id(dataset_id)
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"malformed dataset id {dataset_id!r}; use (namespace/)name-vN, "
+            "e.g. gameon/multiskill-expert-v0"
+        ) from None
+
+
+def dataset_dir(dataset_id: str, datasets_path: str | Path | None = None) -> Path:
+    """The folder of a dataset: Minari's `data/` and the `episodes.json` sidecar are inside."""
+    return Path(datasets_path or default_datasets_path()).resolve() / dataset_id
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    """Write JSON atomically: a temporary file beside `path`, then a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def _check_args(args: Args) -> None:
+    check_env_id(args.env_id)
+    if args.env_id not in ENV_SKILLS:
+        raise ValueError(f"{args.env_id} is not a GameOn stacking env: {', '.join(ENV_SKILLS)}")
+    check_dataset_id(args.dataset_id)
+    if args.episodes_per_skill < 1:
+        raise ValueError(f"episodes_per_skill must be >= 1, got {args.episodes_per_skill}")
+    if not 0.0 <= args.failed_fraction <= 1.0:
+        raise ValueError(f"failed_fraction must be in [0, 1], got {args.failed_fraction}")
+    for noise in (args.noise, args.failed_noise, *args.noise_levels):
+        if noise < 0:
+            raise ValueError(f"noise levels must be >= 0, got {noise}")
+
+
+def _run_episode(env: gym.Env, instruction: str, seed: int, policy: str, noise: float) -> dict:
+    """Play one episode; return Minari's buffer fields plus its success, return and length."""
+    observation, _ = env.reset(seed=seed, options={"instruction": instruction})
+    expert = make_expert(env, noise, seed)
+    expert.reset()
+    action_rng = np.random.default_rng(seed)
+    observations = [observation]
+    actions, rewards, terminations, truncations, successes = [], [], [], [], []
+    done, info = False, {"success": False}
+    while not done:
+        if policy == "random":
+            action = action_rng.uniform(-1.0, 1.0, size=env.action_space.shape)
+            action = action.astype(np.float32)
+        else:
+            action = expert.act(observation)
+        observation, reward, terminated, truncated, info = env.step(action)
+        observations.append(observation)
+        actions.append(action)
+        rewards.append(float(reward))
+        terminations.append(bool(terminated))
+        truncations.append(bool(truncated))
+        successes.append(bool(info["success"]))
+        done = terminated or truncated
+    return {
+        "observations": {
+            key: np.stack([o[key] for o in observations]) for key in ("state", "goal")
+        },
+        "actions": np.stack(actions).astype(np.float32),
+        "rewards": np.asarray(rewards, np.float64),
+        "terminations": np.asarray(terminations),
+        "truncations": np.asarray(truncations),
+        "successes": np.asarray(successes),
+    }
+
+
+def collect(args: Args) -> minari.MinariDataset:
+    """Run the scripted experts over every skill of the env and write a Minari dataset."""
+    _check_args(args)
+    target = dataset_dir(args.dataset_id, args.datasets_path)
+    if target.exists() and not args.overwrite:
+        raise FileExistsError(
+            f"dataset {args.dataset_id} already exists at {target}; "
+            "pass --overwrite to replace it or choose another --dataset-id"
+        )
+
+    skills, _ = ENV_SKILLS[args.env_id]
+    env = gym.make(args.env_id, reward_mode=args.reward_mode)
+    colours = env.unwrapped.colours
+    rng = np.random.default_rng(args.seed)
+    n_failed = int(round(args.failed_fraction * args.episodes_per_skill))
+    buffers, records = [], {}
+    start = time.perf_counter()
+    with Progress(disable=not args.progress, transient=True) as progress:
+        task = progress.add_task("collecting", total=len(skills) * args.episodes_per_skill)
+        for skill in skills:
+            failed = set(rng.permutation(args.episodes_per_skill)[:n_failed].tolist())
+            for k in range(args.episodes_per_skill):
+                episode_id = len(buffers)
+                instruction = str(language.sample(skill, colours, rng))
+                seed = int(rng.integers(SEED_LOW, SEED_HIGH))
+                if k in failed:
+                    policy = args.failed_policy
+                    noise = args.failed_noise if policy == "noisy-expert" else 0.0
+                else:
+                    policy = "expert"
+                    levels = args.noise_levels or (args.noise,)
+                    noise = float(levels[k % len(levels)])
+                episode = _run_episode(env, instruction, seed, policy, noise)
+                buffers.append(
+                    EpisodeBuffer(
+                        id=episode_id,
+                        seed=seed,
+                        options={"instruction": instruction},
+                        observations=episode["observations"],
+                        actions=episode["actions"],
+                        rewards=episode["rewards"],
+                        terminations=episode["terminations"],
+                        truncations=episode["truncations"],
+                        infos={"success": episode["successes"]},
+                    )
+                )
+                records[str(episode_id)] = {
+                    "instruction": instruction,
+                    "skill": skill,
+                    "policy": policy,
+                    "noise": noise,
+                    "seed": seed,
+                    "success": bool(episode["successes"][-1]),
+                    "length": int(len(episode["rewards"])),
+                    "return": float(episode["rewards"].sum()),
+                }
+                done = sum(r["success"] for r in records.values())
+                progress.update(
+                    task, advance=1, description=f"{skill}: {done}/{len(records)} successes"
+                )
+    collection_time = time.perf_counter() - start
+
+    with _datasets_root(args.datasets_path):
+        if target.exists():
+            shutil.rmtree(target)
+        dataset = minari.create_dataset_from_buffers(
+            dataset_id=args.dataset_id,
+            buffer=buffers,
+            env=env,
+            eval_env=args.env_id,
+            algorithm_name="scripted-expert",
+            author=args.author,
+            author_email="n/a",
+            code_permalink="gameon.baselines.datasets",
+            description=(
+                f"Scripted-expert episodes of {args.env_id} ({', '.join(skills)}), "
+                f"{args.episodes_per_skill} per skill, expert noise "
+                f"{list(args.noise_levels) or [args.noise]}, failed fraction "
+                f"{args.failed_fraction} ({args.failed_policy}), {args.reward_mode} rewards."
+            ),
+        )
+        dataset.storage.update_metadata(
+            {
+                "gameon": {
+                    "env_id": args.env_id,
+                    "skills": list(skills),
+                    "collect_args": asdict(args),
+                    "gameon_version": gameon.__version__,
+                }
+            }
+        )
+        dataset.storage.update_episode_metadata(
+            [records[str(i)] for i in range(len(buffers))], list(range(len(buffers)))
+        )
+    env.close()
+    _write_json(
+        target / EPISODES_FILE,
+        {"dataset_id": args.dataset_id, "env_id": args.env_id, "episodes": records},
+    )
+
+    steps = sum(r["length"] for r in records.values())
+    print(
+        f"dataset {args.dataset_id} at {target}: {len(records)} episodes, {steps} steps, "
+        f"{steps / collection_time:.0f} steps/s"
+    )
+    for skill in skills:
+        mine = [r for r in records.values() if r["skill"] == skill]
+        wins = sum(r["success"] for r in mine)
+        print(f"  {skill:8s} {wins:4d}/{len(mine):<4d} successful episodes")
+    return dataset
+
+
+def episode_records(dataset_id: str, datasets_path: str | Path | None = None) -> dict[int, dict]:
+    """The per-episode records of `episodes.json`: episode id -> instruction, skill, noise..."""
+    path = dataset_dir(dataset_id, datasets_path) / EPISODES_FILE
+    if not path.is_file():
+        raise ValueError(f"dataset {dataset_id} has no {EPISODES_FILE} at {path}")
+    episodes = json.loads(path.read_text())["episodes"]
+    return {int(key): value for key, value in episodes.items()}
+
+
+def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineData:
+    """Read every episode of a local Minari dataset into flat transition arrays."""
+    check_dataset_id(dataset_id)
+    with _datasets_root(datasets_path or default_datasets_path()) as root:
+        try:
+            dataset = minari.load_dataset(dataset_id, download=False)
+        except FileNotFoundError:
+            raise ValueError(f"no dataset {dataset_id} under {root}") from None
+        metadata = dataset.storage.metadata
+        env_id = metadata.get("gameon", {}).get("env_id") or dataset.env_spec.id
+        columns: dict[str, list[np.ndarray]] = {
+            key: []
+            for key in (
+                "observations", "actions", "rewards", "next_observations",
+                "terminals", "timeouts", "skills", "episodes",
+            )
+        }  # fmt: skip
+        for episode in dataset.iterate_episodes():
+            flat = flat_observation(episode.observations)
+            length = len(episode.rewards)
+            skill = np.argmax(episode.observations["goal"][:length, : len(language.SKILLS)], 1)
+            columns["observations"].append(flat[:-1])
+            columns["next_observations"].append(flat[1:])
+            columns["actions"].append(np.asarray(episode.actions, np.float32))
+            columns["rewards"].append(np.asarray(episode.rewards, np.float32))
+            columns["terminals"].append(np.asarray(episode.terminations, bool))
+            columns["timeouts"].append(np.asarray(episode.truncations, bool))
+            columns["skills"].append(skill.astype(np.int64))
+            columns["episodes"].append(np.full(length, episode.id, np.int64))
+    if not columns["rewards"]:
+        raise ValueError(f"dataset {dataset_id} has no episodes")
+    arrays = {key: np.concatenate(values) for key, values in columns.items()}
+    return OfflineData(dataset_id=dataset_id, env_id=env_id, **arrays)
+
+
+def check_compatible(data: OfflineData, env: gym.Env) -> None:
+    """Raise ValueError if the dataset's observation or action sizes differ from the env's."""
+    env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    expected = flat_size(env.observation_space)
+    if data.obs_size != expected:
+        raise ValueError(
+            f"dataset {data.dataset_id} has observations of size {data.obs_size}, "
+            f"env {env_id} expects {expected}"
+        )
+    actions = int(np.prod(env.action_space.shape))
+    if data.action_size != actions:
+        raise ValueError(
+            f"dataset {data.dataset_id} has actions of size {data.action_size}, "
+            f"env {env_id} expects {actions}"
+        )
+
+
+def observation_normalizer(data: OfflineData) -> Normalizer:
+    """A normaliser fixed to the dataset's observation mean and variance (floored at MIN_VAR)."""
+    return Normalizer(
+        mean=data.observations.mean(0).astype(np.float64),
+        var=np.maximum(data.observations.var(0).astype(np.float64), MIN_VAR),
+        count=float(data.size),
+    )
+
+
+def main(args: Args) -> None:
+    """Command-line entry: collect, or exit 2 with a one-line error."""
+    try:
+        collect(args)
+    except (ValueError, FileExistsError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    import tyro
+
+    main(tyro.cli(Args))

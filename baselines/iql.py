@@ -1,0 +1,346 @@
+"""Implicit Q-learning (Kostrikov et al., 2021), CORL-style, with a deterministic tanh actor.
+
+    python -m gameon.baselines.datasets --env-id GameOn/Lift-v0 --episodes-per-skill 200 \
+        --noise-levels 0.0 0.3 --failed-fraction 0.3 --dataset-id gameon/lift-mixed-v0
+    python -m gameon.baselines.iql --dataset-id gameon/lift-mixed-v0
+
+Three losses per update, on one minibatch of dataset transitions (s, a, r, s', terminal):
+
+- value: expectile regression of V(s) towards min(Q1, Q2)(s, a) of the target critics,
+  L = |expectile - 1(u < 0)| u^2 with u = Q(s, a) - V(s); expectile > 0.5 leans to the best
+  actions in the data without ever querying actions outside it;
+- critics: Q1, Q2(s, a) regress r + discount (1 - terminal) V(s'); the target critics follow
+  by Polyak averaging;
+- actor: advantage-weighted regression, weight exp(beta (Q(s, a) - V(s))) clipped at
+  `max_weight`, on the squared error of the deterministic `common.Actor(squash=True)`.
+
+Observations are normalised with the dataset's statistics. Outputs as for `gameon.baselines.bc`:
+TensorBoard logs, `checkpoint.pt`, `eval.json`, `summary.json` and optional MP4s under `run_dir`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+import tyro
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+
+from gameon.baselines import common
+from gameon.baselines.datasets import (
+    check_compatible,
+    default_datasets_path,
+    load,
+    observation_normalizer,
+)
+from gameon.benchmark.evaluation import evaluate, evaluation_suite
+from gameon.envs import language
+
+ALGO = "iql"
+
+
+@dataclass
+class Args:
+    dataset_id: str = "gameon/multiskill-expert-v0"
+    """Minari dataset to learn from (written by `gameon.baselines.datasets`)"""
+    datasets_path: str = field(default_factory=default_datasets_path)
+    """root folder of the Minari datasets ($MINARI_DATASETS_PATH if set, else ./datasets)"""
+    env_id: str | None = None
+    """env to evaluate on (default: the dataset's env); its spaces must match the dataset's"""
+    seed: int = 1
+    """seed of the network initialisation and the minibatches"""
+    torch_deterministic: bool = True
+    """set `torch.backends.cudnn.deterministic`"""
+    torch_threads: int = 1
+    """torch intra-op threads for training"""
+    cuda: bool = False
+    """train on the GPU if one is available (evaluation always runs on the CPU)"""
+    num_updates: int = 100_000
+    """gradient steps (each updates value, critics and actor once)"""
+    batch_size: int = 256
+    """transitions per minibatch"""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor (cosine-annealed to 0 over `num_updates`)"""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the twin critics"""
+    value_lr: float = 3e-4
+    """Adam learning rate of the value network"""
+    discount: float = 0.99
+    """discount factor gamma"""
+    polyak: float = 0.005
+    """target critics move this fraction towards the critics each update"""
+    expectile: float = 0.7
+    """expectile tau of the value regression (0.5: mean, like SARSA; towards 1: max)"""
+    beta: float = 3.0
+    """inverse temperature of the advantage weights exp(beta * A)"""
+    max_weight: float = 100.0
+    """clip of the advantage weights"""
+    reward_scale: float = 1.0
+    """rewards are used as reward_scale * r + reward_bias"""
+    reward_bias: float = 0.0
+    """see reward_scale (e.g. -1 with sparse success rewards gives a cost per step)"""
+    hidden: tuple[int, ...] = (256, 256)
+    """hidden layer widths of the actor, the critics and the value network"""
+    log_every: int = 1_000
+    """write training losses to TensorBoard every this many updates"""
+    eval_every: int = 0
+    """evaluate every this many updates as well as at the end (0: only at the end)"""
+    eval_episodes_per_skill: int = 10
+    """episodes per skill of the evaluation suite"""
+    capture_video: bool = False
+    """after the final evaluation, record one evaluation episode per skill to run_dir/videos"""
+    run_dir: str | None = None
+    """output folder (default: runs/{algo}__{dataset}__{seed}__{timestamp})"""
+
+
+def mlp(in_size: int, out_size: int, hidden: tuple[int, ...]) -> nn.Sequential:
+    """A ReLU multilayer perceptron."""
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [nn.Linear(in_size, width), nn.ReLU()]
+        in_size = width
+    layers.append(nn.Linear(in_size, out_size))
+    return nn.Sequential(*layers)
+
+
+class TwinQ(nn.Module):
+    """Two independent critics Q1, Q2(s, a)."""
+
+    def __init__(self, obs_size: int, action_size: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        self.q1 = mlp(obs_size + action_size, 1, hidden)
+        self.q2 = mlp(obs_size + action_size, 1, hidden)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = torch.cat((obs, action), dim=-1)
+        return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
+
+
+def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
+    """Asymmetric squared loss |expectile - 1(diff < 0)| diff^2, averaged."""
+    weight = torch.abs(expectile - (diff < 0).float())
+    return (weight * diff**2).mean()
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    """Write JSON atomically: a temporary file beside `path`, then a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def run_evaluation(
+    actor: common.Actor, normalizer: common.Normalizer, env_id: str, args: Args
+) -> dict:
+    """Evaluate a CPU copy of the actor on the shared suite; return `EvalReport.to_dict()`."""
+    policy = common.make_policy(copy.deepcopy(actor).cpu().eval(), normalizer)
+    report = evaluate(policy, env_id, episodes_per_skill=args.eval_episodes_per_skill)
+    torch.set_num_threads(args.torch_threads)  # make_policy sets one thread for acting
+    return report.to_dict()
+
+
+def record_videos(policy: common.Policy, env_id: str, run_dir: Path, fps: int = 20) -> list[str]:
+    """Write one MP4 per skill: the first episode of that skill in the evaluation suite."""
+    import imageio
+
+    video_dir = run_dir / "videos"
+    video_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for task in evaluation_suite(env_id, episodes_per_skill=1):
+        skill = language.parse(task.instruction).skill
+        path = video_dir / f"{skill}.mp4"
+        with imageio.get_writer(path, fps=fps) as writer:
+            evaluate(policy, env_id, suite=[task], on_frame=writer.append_data)
+        paths.append(str(path))
+    return paths
+
+
+def print_table(evaluation: dict) -> None:
+    """Print per-skill success counts and rates."""
+    print(f"{'skill':10s} {'success':>9s} {'rate':>6s}")
+    for skill, result in evaluation["per_skill"].items():
+        counts = f"{result['successes']}/{result['episodes']}"
+        print(f"{skill:10s} {counts:>9s} {result['rate']:6.2f}")
+    print(f"{'all':10s} {'':9s} {evaluation['success_rate']:6.2f}")
+
+
+def train(args: Args) -> dict:
+    """Train IQL on a dataset, evaluate it and write the run's files."""
+    for name in ("num_updates", "batch_size", "log_every", "eval_episodes_per_skill"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    if not 0.0 < args.expectile < 1.0:
+        raise ValueError(f"expectile must be in (0, 1), got {args.expectile}")
+    torch.set_num_threads(args.torch_threads)
+    common.seed_everything(args.seed, args.torch_deterministic)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+
+    data = load(args.dataset_id, args.datasets_path)
+    env_id = args.env_id or data.env_id
+    common.check_env_id(env_id)
+    env = gym.make(env_id)
+    check_compatible(data, env)
+    env.close()
+
+    timestamp = time.strftime("%Y%m%d-%H%M%S")
+    run_name = f"{ALGO}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
+    run_dir = Path(args.run_dir or Path("runs") / run_name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()),
+    )
+
+    normalizer = observation_normalizer(data)
+    observations = torch.as_tensor(normalizer(data.observations), device=device)
+    next_observations = torch.as_tensor(normalizer(data.next_observations), device=device)
+    actions = torch.as_tensor(data.actions, device=device)
+    rewards = torch.as_tensor(data.rewards * args.reward_scale + args.reward_bias, device=device)
+    not_done = torch.as_tensor(1.0 - data.terminals.astype(np.float32), device=device)
+
+    actor = common.Actor(data.obs_size, data.action_size, args.hidden, squash=True).to(device)
+    critic = TwinQ(data.obs_size, data.action_size, args.hidden).to(device)
+    target_critic = copy.deepcopy(critic).requires_grad_(False)
+    value = mlp(data.obs_size, 1, args.hidden).to(device)
+    actor_optimizer = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=args.critic_lr)
+    value_optimizer = torch.optim.Adam(value.parameters(), lr=args.value_lr)
+    actor_schedule = torch.optim.lr_scheduler.CosineAnnealingLR(actor_optimizer, args.num_updates)
+    rng = np.random.default_rng(args.seed)
+    print(f"{ALGO}: {data.size} transitions from {data.num_episodes} episodes of {data.env_id}")
+
+    evaluations, losses, eval_time = [], {}, 0.0
+    start = time.perf_counter()
+    for update in range(1, args.num_updates + 1):
+        batch = torch.as_tensor(rng.integers(0, data.size, args.batch_size), device=device)
+        obs, action, next_obs = observations[batch], actions[batch], next_observations[batch]
+
+        # value: expectile of the target critics' Q over the dataset's actions
+        with torch.no_grad():
+            target_q = torch.min(*target_critic(obs, action))
+        v = value(obs).squeeze(-1)
+        advantage = target_q - v
+        value_loss = expectile_loss(advantage, args.expectile)
+        value_optimizer.zero_grad()
+        value_loss.backward()
+        value_optimizer.step()
+
+        # critics: one-step targets bootstrapped from V(s'), never from an actor's action
+        with torch.no_grad():
+            next_v = value(next_obs).squeeze(-1)
+            q_target = rewards[batch] + args.discount * not_done[batch] * next_v
+        q1, q2 = critic(obs, action)
+        critic_loss = (F.mse_loss(q1, q_target) + F.mse_loss(q2, q_target)) / 2
+        critic_optimizer.zero_grad()
+        critic_loss.backward()
+        critic_optimizer.step()
+        with torch.no_grad():
+            for param, target_param in zip(
+                critic.parameters(), target_critic.parameters(), strict=True
+            ):
+                target_param.lerp_(param, args.polyak)
+
+        # actor: advantage-weighted regression onto the dataset's actions
+        weights = torch.exp(args.beta * advantage.detach()).clamp(max=args.max_weight)
+        squared_error = ((actor(obs) - action) ** 2).sum(-1)
+        actor_loss = (weights * squared_error).mean()
+        actor_optimizer.zero_grad()
+        actor_loss.backward()
+        actor_optimizer.step()
+        actor_schedule.step()
+
+        if update % args.log_every == 0 or update == args.num_updates:
+            losses = {
+                "value_loss": value_loss.item(),
+                "critic_loss": critic_loss.item(),
+                "actor_loss": actor_loss.item(),
+            }
+            for name, loss in losses.items():
+                writer.add_scalar(f"losses/{name}", loss, update)
+            writer.add_scalar("values/q", q1.mean().item(), update)
+            writer.add_scalar("values/v", v.mean().item(), update)
+            writer.add_scalar("values/advantage", advantage.mean().item(), update)
+            writer.add_scalar("values/weight", weights.mean().item(), update)
+            clipped = (weights >= args.max_weight).float().mean().item()
+            writer.add_scalar("values/weight_clipped_fraction", clipped, update)
+            writer.add_scalar("charts/actor_lr", actor_schedule.get_last_lr()[0], update)
+            elapsed = time.perf_counter() - start - eval_time
+            writer.add_scalar("charts/updates_per_s", update / elapsed, update)
+        if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
+            eval_start = time.perf_counter()
+            evaluation = run_evaluation(actor, normalizer, env_id, args)
+            eval_time += time.perf_counter() - eval_start
+            writer.add_scalar("eval/success_rate", evaluation["success_rate"], update)
+            for skill, result in evaluation["per_skill"].items():
+                writer.add_scalar(f"eval/success_rate/{skill}", result["rate"], update)
+            evaluations.append(
+                {
+                    "update": update,
+                    "success_rate": evaluation["success_rate"],
+                    "per_skill": {s: r["rate"] for s, r in evaluation["per_skill"].items()},
+                }
+            )
+            rate = evaluation["success_rate"]
+            print(
+                f"update {update}: value {value_loss.item():.4f}, critic "
+                f"{critic_loss.item():.4f}, actor {actor_loss.item():.4f}, eval success {rate:.2f}"
+            )
+    train_time = time.perf_counter() - start - eval_time
+
+    actor = actor.cpu().eval()
+    checkpoint = common.save_checkpoint(
+        run_dir / "checkpoint.pt",
+        ALGO,
+        env_id,
+        actor,
+        normalizer,
+        asdict(args),
+        extra={
+            "dataset_id": args.dataset_id,
+            "num_updates": args.num_updates,
+            "critic": critic.cpu().state_dict(),
+            "value": value.cpu().state_dict(),
+        },
+    )
+    _write_json(run_dir / "eval.json", evaluation)
+    videos = []
+    if args.capture_video:
+        videos = record_videos(common.make_policy(actor, normalizer), env_id, run_dir)
+        torch.set_num_threads(args.torch_threads)
+    writer.close()
+
+    summary = {
+        "algo": ALGO,
+        "dataset_id": args.dataset_id,
+        "env_id": env_id,
+        "seed": args.seed,
+        "run_dir": str(run_dir),
+        "updates": args.num_updates,
+        "transitions": data.size,
+        "episodes": data.num_episodes,
+        "final_losses": losses,
+        "updates_per_s": args.num_updates / train_time,
+        "train_seconds": train_time,
+        "eval_seconds": eval_time,
+        "eval": {**evaluation, "update": args.num_updates},
+        "evals": evaluations,
+        "checkpoint": str(checkpoint),
+        "videos": videos,
+        "args": asdict(args),
+    }
+    _write_json(run_dir / "summary.json", summary)
+    print_table(evaluation)
+    return summary
+
+
+if __name__ == "__main__":
+    train(tyro.cli(Args))
