@@ -1,0 +1,529 @@
+"""PPO for the GameOn envs, after CleanRL's ppo_continuous_action.py, in one file.
+
+Run: python -m gameon.baselines.ppo --env-id GameOn/Reach-v0 --seed 1
+
+The policy sees `state` and `goal` concatenated and normalised by running statistics; its mean is
+a `common.Actor` (unsquashed) with a state-independent log std, and actions are clipped to [-1, 1]
+before they reach the env. Vector envs reset in SAME_STEP mode, so a truncated episode is
+bootstrapped from the value of its final observation and a terminated one is not. At the end
+(and every `eval_every` steps) the deterministic policy runs the shared evaluation suite, and the
+actor and normaliser are saved in the common checkpoint format.
+
+With dense reward, training episodes do not end at success unless asked: a near-success state
+pays almost 1 per step, so an episode cut off at success (1, then nothing) would be worth less
+than hovering just outside success for the rest of the episode. Evaluation always ends there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+
+from gameon.baselines.common import (
+    Actor,
+    Normalizer,
+    Policy,
+    check_env_id,
+    flat_observation,
+    flat_size,
+    make_policy,
+    save_checkpoint,
+    seed_everything,
+)
+from gameon.benchmark.evaluation import EvalReport, evaluate
+from gameon.envs import StackingEnv
+
+ALGO = "ppo"
+REWARD_MODES = ("sparse", "dense")
+VECTORIZATIONS = ("sync", "async")
+LOG_2PI = math.log(2 * math.pi)
+
+
+@dataclass
+class Args:
+    env_id: str = "GameOn/Reach-v0"
+    """the GameOn environment id"""
+    seed: int = 1
+    """seed of the run (torch, numpy, envs)"""
+    total_timesteps: int = 300_000
+    """env steps to train for, summed over envs (rounded up to whole rollouts)"""
+    num_envs: int = 2
+    """parallel envs"""
+    vectorization: Literal["sync", "async"] = "sync"
+    """gymnasium vector env mode: sync (one process) or async (one process per env)"""
+    reward_mode: Literal["sparse", "dense"] = "sparse"
+    """env reward: sparse (1 on success) or dense (staged shaping, 1 on success)"""
+    terminate_on_success: bool | None = None
+    """end training episodes at success; None: only with sparse reward (see the module doc)"""
+    torch_deterministic: bool = True
+    """sets torch.backends.cudnn.deterministic"""
+    torch_threads: int = 1
+    """torch intra-op threads (small MLPs run fastest single-threaded)"""
+    run_dir: str | None = None
+    """where logs, eval.json and checkpoint.pt go; default runs/ppo__{env}__{seed}__{time}"""
+    eval_episodes_per_skill: int = 10
+    """evaluation suite size per skill (shared protocol of gameon.benchmark.evaluation)"""
+    eval_every: int = 0
+    """evaluate and checkpoint every this many env steps; 0: only at the end"""
+    capture_video: bool = False
+    """write an MP4 of each evaluation to run_dir/videos/"""
+    track: bool = False
+    """log to Weights & Biases (needs wandb installed)"""
+    wandb_project_name: str = "gameon-rl"
+    """W&B project"""
+    wandb_entity: str | None = None
+    """W&B entity (team); None: your default"""
+    print_every: int = 20_000
+    """print a progress line every this many env steps"""
+    hidden: tuple[int, ...] = (64, 64)
+    """hidden layer widths of the actor and of the value network"""
+
+    learning_rate: float = 3e-4
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly to 0 over the run"""
+    num_steps: int = 1024
+    """steps per env per rollout"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """lambda of generalised advantage estimation"""
+    num_minibatches: int = 16
+    """minibatches per epoch"""
+    update_epochs: int = 10
+    """epochs over each rollout"""
+    norm_adv: bool = True
+    """normalise advantages per minibatch"""
+    clip_coef: float = 0.2
+    """surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """clip the value loss as in the PPO paper's code"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """gradient clipping norm"""
+    target_kl: float | None = None
+    """stop the epochs of an update early when the approximate KL exceeds this"""
+    init_log_std: float = 0.0
+    """initial log standard deviation of the Gaussian policy"""
+
+
+def check_args(args: Args) -> None:
+    """Reject an unknown env id or an invalid setting with a ValueError naming what is accepted."""
+    check_env_id(args.env_id)
+    if args.reward_mode not in REWARD_MODES:
+        raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
+    if args.vectorization not in VECTORIZATIONS:
+        raise ValueError(f"unknown vectorization {args.vectorization!r}; accepted: sync, async")
+    positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
+    for name in (*positive, "eval_episodes_per_skill", "torch_threads", "print_every"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    if args.eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0 (0: only at the end), got {args.eval_every}")
+    if args.num_minibatches > args.num_envs * args.num_steps:
+        raise ValueError(
+            f"num_minibatches ({args.num_minibatches}) must be <= num_envs * num_steps "
+            f"({args.num_envs * args.num_steps})"
+        )
+    if any(width < 1 for width in args.hidden):
+        raise ValueError(f"hidden widths must be >= 1, got {args.hidden}")
+
+
+def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    """Orthogonal weights and constant bias, the initialisation PPO implementations rely on."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def make_actor(obs_size: int, action_size: int, hidden: tuple[int, ...]) -> Actor:
+    """The checkpointed mean network, initialised so that first actions are near zero."""
+    actor = Actor(obs_size, action_size, hidden, squash=False)
+    linears = [m for m in actor.net if isinstance(m, nn.Linear)]
+    for layer in linears[:-1]:
+        layer_init(layer)
+    layer_init(linears[-1], std=0.01)
+    return actor
+
+
+def make_critic(obs_size: int, hidden: tuple[int, ...]) -> nn.Sequential:
+    """Tanh MLP from the normalised observation to the state value."""
+    layers: list[nn.Module] = []
+    size = obs_size
+    for width in hidden:
+        layers += [layer_init(nn.Linear(size, width)), nn.Tanh()]
+        size = width
+    layers.append(layer_init(nn.Linear(size, 1), std=1.0))
+    return nn.Sequential(*layers)
+
+
+def gaussian_log_prob(
+    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+) -> torch.Tensor:
+    """Log density of a diagonal Gaussian, summed over action dimensions."""
+    z = (action - mean) * torch.exp(-log_std)
+    return (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
+
+
+def terminates_on_success(args: Args) -> bool:
+    """Whether training episodes end at success (evaluation episodes always do)."""
+    if args.terminate_on_success is None:
+        return args.reward_mode == "sparse"
+    return args.terminate_on_success
+
+
+def generalised_advantages(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    ends: np.ndarray,
+    next_value: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+) -> np.ndarray:
+    """GAE over a (steps, envs) rollout; `ends[t]` marks transitions that finished an episode.
+
+    A truncated transition's reward already holds gamma * V(final observation), so an ended
+    transition never looks past itself; `next_value` is V of the observation after the rollout.
+    """
+    advantages = np.zeros_like(rewards)
+    last = np.zeros_like(next_value)
+    for t in reversed(range(len(rewards))):
+        following = next_value if t == len(rewards) - 1 else values[t + 1]
+        alive = 1.0 - ends[t]
+        delta = rewards[t] + gamma * following * alive - values[t]
+        last = delta + gamma * gae_lambda * alive * last
+        advantages[t] = last
+    return advantages
+
+
+def make_envs(args: Args) -> gym.vector.VectorEnv:
+    """Vector envs that reset a finished env within the same step (final obs in the info)."""
+    return gym.make_vec(
+        args.env_id,
+        num_envs=args.num_envs,
+        vectorization_mode=args.vectorization,
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        reward_mode=args.reward_mode,
+        terminate_on_success=terminates_on_success(args),
+    )
+
+
+def default_run_dir(args: Args) -> Path:
+    """runs/{algo}__{env id with / as _}__{seed}__{unix time}, as CleanRL names its runs."""
+    return (
+        Path("runs") / f"{ALGO}__{args.env_id.replace('/', '_')}__{args.seed}__{int(time.time())}"
+    )
+
+
+def run_evaluation(args: Args, policy: Policy, run_dir: Path, global_step: int) -> EvalReport:
+    """The shared evaluation suite on the deterministic policy, filmed if capture_video is set."""
+    with contextlib.ExitStack() as stack:
+        on_frame = None
+        if args.capture_video:
+            import imageio.v2 as imageio
+
+            path = run_dir / "videos" / f"eval_{global_step}.mp4"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fps = StackingEnv.metadata["render_fps"]
+            video = stack.enter_context(imageio.get_writer(path, fps=fps, macro_block_size=2))
+            on_frame = video.append_data
+        return evaluate(
+            policy,
+            args.env_id,
+            episodes_per_skill=args.eval_episodes_per_skill,
+            env_kwargs={"reward_mode": args.reward_mode},
+            on_frame=on_frame,
+        )
+
+
+def evaluate_and_save(
+    args: Args,
+    actor: Actor,
+    normalizer: Normalizer,
+    run_dir: Path,
+    global_step: int,
+    writer: SummaryWriter,
+    on_eval: Callable[[Policy, EvalReport, int], None] | None,
+) -> EvalReport:
+    """Score the deterministic policy on the shared suite; write eval.json and checkpoint.pt."""
+    actor.eval()
+    policy = make_policy(actor, normalizer)
+    report = run_evaluation(args, policy, run_dir, global_step)
+    actor.train()
+    torch.set_num_threads(args.torch_threads)
+    record = {**report.to_dict(), "global_step": global_step}
+    (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
+    save_checkpoint(
+        run_dir / "checkpoint.pt",
+        ALGO,
+        args.env_id,
+        actor,
+        normalizer,
+        dataclasses.asdict(args),
+        extra={"global_step": global_step},
+    )
+    writer.add_scalar("eval/success_rate", report.success_rate, global_step)
+    for skill, result in report.per_skill().items():
+        writer.add_scalar(f"eval/success_rate_{skill}", result.rate, global_step)
+    rates = ", ".join(f"{skill} {r.rate:.2f}" for skill, r in report.per_skill().items())
+    print(f"eval at step {global_step}: success {report.success_rate:.2f} ({rates})")
+    if on_eval is not None:
+        on_eval(policy, report, global_step)
+    return report
+
+
+def curve_point(report: EvalReport, global_step: int) -> dict:
+    """One point of the evaluation learning curve kept in the summary."""
+    per_skill = {skill: result.rate for skill, result in report.per_skill().items()}
+    return {"global_step": global_step, "success_rate": report.success_rate, "per_skill": per_skill}
+
+
+def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None = None) -> dict:
+    """Train, evaluate and checkpoint; return a JSON-ready summary (also in run_dir/summary.json).
+
+    `on_eval(policy, report, global_step)` is called after each evaluation with the live policy
+    (it follows further training) and the report it scored.
+    """
+    check_args(args)
+    if args.track:
+        try:
+            import wandb
+        except ImportError as error:
+            raise ValueError("track=True needs Weights & Biases: pip install wandb") from error
+    torch.set_num_threads(args.torch_threads)
+    seed_everything(args.seed, args.torch_deterministic)
+    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(args)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if args.track:
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            name=run_dir.name,
+            config=dataclasses.asdict(args),
+            dir=str(run_dir),
+            sync_tensorboard=True,
+        )
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n"
+        + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
+    )
+
+    envs = make_envs(args)
+    obs_size = flat_size(envs.single_observation_space)
+    action_size = int(np.prod(envs.single_action_space.shape))
+    actor = make_actor(obs_size, action_size, args.hidden)
+    log_std = nn.Parameter(torch.full((action_size,), args.init_log_std))
+    critic = make_critic(obs_size, args.hidden)
+    params = [*actor.parameters(), log_std, *critic.parameters()]
+    optimizer = torch.optim.Adam(params, lr=args.learning_rate, eps=1e-5, fused=True)
+    normalizer = Normalizer.zeros(obs_size)
+
+    n, steps = args.num_envs, args.num_steps
+    batch_size = n * steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = math.ceil(args.total_timesteps / batch_size)
+    obs_buf = np.zeros((steps, n, obs_size), np.float32)
+    action_buf = np.zeros((steps, n, action_size), np.float32)
+    logprob_buf = np.zeros((steps, n), np.float32)
+    reward_buf = np.zeros((steps, n), np.float32)
+    end_buf = np.zeros((steps, n), np.float32)
+    value_buf = np.zeros((steps, n), np.float32)
+
+    episode_return = np.zeros(n)
+    episode_length = np.zeros(n, np.int64)
+    recent_success: deque[float] = deque(maxlen=100)
+    recent_return: deque[float] = deque(maxlen=100)
+    evals: list[dict] = []
+    env_seconds = learn_seconds = eval_seconds = 0.0
+    global_step, next_eval, next_print = 0, args.eval_every, args.print_every
+
+    start_time = time.perf_counter()
+    observation, _ = envs.reset(seed=args.seed)
+    envs.action_space.seed(args.seed)
+    flat = flat_observation(observation)
+    normalizer.update(flat)
+    x = normalizer(flat)
+
+    for iteration in range(1, num_iterations + 1):
+        if args.anneal_lr:
+            optimizer.param_groups[0]["lr"] = args.learning_rate * (
+                1.0 - (iteration - 1.0) / num_iterations
+            )
+        for step in range(steps):
+            obs_buf[step] = x
+            with torch.no_grad():
+                obs_t = torch.from_numpy(x)
+                mean = actor(obs_t)
+                action = mean + torch.exp(log_std) * torch.randn_like(mean)
+                logprob_buf[step] = gaussian_log_prob(action, mean, log_std).numpy()
+                value_buf[step] = critic(obs_t).squeeze(-1).numpy()
+            action = action.numpy()
+            action_buf[step] = action
+
+            t0 = time.perf_counter()
+            observation, reward, terminated, truncated, info = envs.step(np.clip(action, -1.0, 1.0))
+            env_seconds += time.perf_counter() - t0
+            global_step += n
+            flat = flat_observation(observation)
+            normalizer.update(flat)
+            x = normalizer(flat)
+            reward = reward.astype(np.float32)
+            ended = terminated | truncated
+            episode_return += reward
+            episode_length += 1
+
+            if ended.any():
+                final_info = info["final_info"]
+                for i in np.flatnonzero(ended):
+                    if truncated[i] and not terminated[i]:
+                        final = normalizer(flat_observation(info["final_obs"][i]))
+                        with torch.no_grad():
+                            bootstrap = critic(torch.from_numpy(final)).item()
+                        reward[i] += args.gamma * bootstrap
+                    success = float(final_info["success"][i])
+                    recent_success.append(success)
+                    recent_return.append(float(episode_return[i]))
+                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                    writer.add_scalar("charts/success_rate", np.mean(recent_success), global_step)
+                    episode_return[i], episode_length[i] = 0.0, 0
+            reward_buf[step] = reward
+            end_buf[step] = ended
+
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            next_value = critic(torch.from_numpy(x)).squeeze(-1).numpy()
+        advantages = generalised_advantages(
+            reward_buf, value_buf, end_buf, next_value, args.gamma, args.gae_lambda
+        )
+        returns = advantages + value_buf
+
+        b_obs = torch.from_numpy(obs_buf.reshape(batch_size, obs_size))
+        b_actions = torch.from_numpy(action_buf.reshape(batch_size, action_size))
+        b_logprobs = torch.from_numpy(logprob_buf.reshape(-1))
+        b_advantages = torch.from_numpy(advantages.reshape(-1))
+        b_returns = torch.from_numpy(returns.reshape(-1))
+        b_values = torch.from_numpy(value_buf.reshape(-1))
+        clipfracs = []
+        for _ in range(args.update_epochs):
+            order = torch.randperm(batch_size)
+            for start in range(0, batch_size - minibatch_size + 1, minibatch_size):
+                mb = order[start : start + minibatch_size]
+                new_logprob = gaussian_log_prob(b_actions[mb], actor(b_obs[mb]), log_std)
+                logratio = new_logprob - b_logprobs[mb]
+                ratio = logratio.exp()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean().item())
+                mb_adv = b_advantages[mb]
+                if args.norm_adv:
+                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                pg_loss = torch.max(
+                    -mb_adv * ratio,
+                    -mb_adv * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef),
+                ).mean()
+
+                new_value = critic(b_obs[mb]).squeeze(-1)
+                value_error = (new_value - b_returns[mb]).pow(2)
+                if args.clip_vloss:
+                    clipped = b_values[mb] + torch.clamp(
+                        new_value - b_values[mb], -args.clip_coef, args.clip_coef
+                    )
+                    value_error = torch.max(value_error, (clipped - b_returns[mb]).pow(2))
+                v_loss = 0.5 * value_error.mean()
+                entropy = (log_std + 0.5 * (1.0 + LOG_2PI)).sum()
+                loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
+
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+                optimizer.step()
+            if args.target_kl is not None and approx_kl.item() > args.target_kl:
+                break
+        learn_seconds += time.perf_counter() - t0
+
+        var_returns = np.var(returns)
+        explained = np.nan if var_returns == 0 else 1 - np.var(returns - value_buf) / var_returns
+        wall = time.perf_counter() - start_time - eval_seconds
+        sps = global_step / wall
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        writer.add_scalar("losses/explained_variance", explained, global_step)
+        writer.add_scalar("charts/action_std", torch.exp(log_std).mean().item(), global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        writer.add_scalar("time/env_seconds", env_seconds, global_step)
+        writer.add_scalar("time/learn_seconds", learn_seconds, global_step)
+        writer.add_scalar("time/train_seconds", wall, global_step)
+        if global_step >= next_print or iteration == num_iterations:
+            next_print = (global_step // args.print_every + 1) * args.print_every
+            success = np.mean(recent_success) if recent_success else float("nan")
+            mean_return = np.mean(recent_return) if recent_return else float("nan")
+            print(
+                f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
+                f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
+                f"v_loss {v_loss.item():.4f} kl {approx_kl.item():.4f} "
+                f"std {torch.exp(log_std).mean().item():.3f}"
+            )
+        if args.eval_every and global_step >= next_eval and iteration < num_iterations:
+            next_eval = (global_step // args.eval_every + 1) * args.eval_every
+            eval_start = time.perf_counter()
+            report = evaluate_and_save(
+                args, actor, normalizer, run_dir, global_step, writer, on_eval
+            )
+            evals.append(curve_point(report, global_step))
+            eval_seconds += time.perf_counter() - eval_start
+
+    envs.close()
+    train_seconds = time.perf_counter() - start_time - eval_seconds
+    eval_start = time.perf_counter()
+    report = evaluate_and_save(args, actor, normalizer, run_dir, global_step, writer, on_eval)
+    evals.append(curve_point(report, global_step))
+    eval_seconds += time.perf_counter() - eval_start
+    summary = {
+        "algo": ALGO,
+        "env_id": args.env_id,
+        "seed": args.seed,
+        "run_dir": str(run_dir),
+        "global_step": global_step,
+        "sps": global_step / train_seconds,
+        "train_seconds": train_seconds,
+        "env_seconds": env_seconds,
+        "learn_seconds": learn_seconds,
+        "eval_seconds": eval_seconds,
+        "eval": {**report.to_dict(), "global_step": global_step},
+        "evals": evals,
+        "checkpoint": str(run_dir / "checkpoint.pt"),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    writer.close()
+    if args.track:
+        wandb.finish()
+    return summary
+
+
+if __name__ == "__main__":
+    train(tyro.cli(Args))

@@ -1,0 +1,575 @@
+"""SAC for the GameOn envs, after CleanRL's sac_continuous_action.py, in one file.
+
+Run: python -m gameon.baselines.sac --env-id GameOn/Lift-v0 --reward-mode dense --seed 1
+
+The policy sees `state` and `goal` concatenated and normalised by running statistics (raw
+observations sit in the replay buffer and are normalised when sampled). Its tanh-squashed mean is
+a `common.Actor`, which is what the checkpoint keeps; a log-std layer on the actor's last hidden
+features makes it a squashed Gaussian for training. Twin Q networks with Polyak-averaged targets,
+an automatically tuned entropy temperature, and bootstrapping that stops at termination only
+(a truncated transition stores its true final observation, from the vector env's SAME_STEP
+autoreset).
+
+With dense reward, training episodes do not end at success unless asked: a near-success state
+pays almost 1 per step, so an episode cut off at success (1, then nothing) would be worth less
+than hovering just outside success for the rest of the episode. Evaluation always ends there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+import tyro
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+
+from gameon.baselines.common import (
+    Actor,
+    Normalizer,
+    Policy,
+    check_env_id,
+    flat_observation,
+    flat_size,
+    make_policy,
+    save_checkpoint,
+    seed_everything,
+)
+from gameon.benchmark.evaluation import EvalReport, evaluate
+from gameon.envs import StackingEnv
+
+ALGO = "sac"
+REWARD_MODES = ("sparse", "dense")
+VECTORIZATIONS = ("sync", "async")
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+LOG_2PI = math.log(2 * math.pi)
+
+
+@dataclass
+class Args:
+    env_id: str = "GameOn/Lift-v0"
+    """the GameOn environment id"""
+    seed: int = 1
+    """seed of the run (torch, numpy, envs, replay sampling)"""
+    total_timesteps: int = 1_000_000
+    """env steps to train for, summed over envs"""
+    num_envs: int = 2
+    """parallel envs"""
+    vectorization: Literal["sync", "async"] = "sync"
+    """gymnasium vector env mode: sync (one process) or async (one process per env)"""
+    reward_mode: Literal["sparse", "dense"] = "dense"
+    """env reward: sparse (1 on success) or dense (staged shaping, 1 on success)"""
+    terminate_on_success: bool | None = None
+    """end training episodes at success; None: only with sparse reward (see the module doc)"""
+    torch_deterministic: bool = True
+    """sets torch.backends.cudnn.deterministic"""
+    torch_threads: int = 1
+    """torch intra-op threads (small MLPs run fastest single-threaded)"""
+    run_dir: str | None = None
+    """where logs, eval.json and checkpoint.pt go; default runs/sac__{env}__{seed}__{time}"""
+    eval_episodes_per_skill: int = 10
+    """evaluation suite size per skill (shared protocol of gameon.benchmark.evaluation)"""
+    eval_every: int = 0
+    """evaluate and checkpoint every this many env steps; 0: only at the end"""
+    capture_video: bool = False
+    """write an MP4 of each evaluation to run_dir/videos/"""
+    track: bool = False
+    """log to Weights & Biases (needs wandb installed)"""
+    wandb_project_name: str = "gameon-rl"
+    """W&B project"""
+    wandb_entity: str | None = None
+    """W&B entity (team); None: your default"""
+    print_every: int = 10_000
+    """print a progress line every this many env steps"""
+    log_every: int = 100
+    """log losses to TensorBoard every this many gradient updates"""
+    hidden: tuple[int, ...] = (256, 256)
+    """hidden layer widths of the actor and of each Q network"""
+
+    buffer_size: int = 1_000_000
+    """replay capacity in transitions (never more than total_timesteps are allocated)"""
+    gamma: float = 0.99
+    """discount factor"""
+    tau: float = 0.005
+    """Polyak coefficient of the target Q networks"""
+    batch_size: int = 256
+    """transitions per gradient update"""
+    learning_starts: int = 5_000
+    """env steps of uniformly random actions before learning starts"""
+    policy_lr: float = 3e-4
+    """Adam learning rate of the actor"""
+    q_lr: float = 1e-3
+    """Adam learning rate of the Q networks (and of the temperature)"""
+    updates_per_step: int = 1
+    """gradient updates per vector-env step (each step adds num_envs transitions)"""
+    policy_frequency: int = 2
+    """actor updates are delayed: this many at once, every this many Q updates"""
+    target_network_frequency: int = 1
+    """Q updates between target network updates"""
+    alpha: float = 0.2
+    """entropy temperature (the start value when autotune is on)"""
+    autotune: bool = True
+    """tune the temperature towards a target entropy of -action size"""
+
+
+def check_args(args: Args) -> None:
+    """Reject an unknown env id or an invalid setting with a ValueError naming what is accepted."""
+    check_env_id(args.env_id)
+    if args.reward_mode not in REWARD_MODES:
+        raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
+    if args.vectorization not in VECTORIZATIONS:
+        raise ValueError(f"unknown vectorization {args.vectorization!r}; accepted: sync, async")
+    positive = (
+        "total_timesteps", "num_envs", "buffer_size", "batch_size", "updates_per_step",
+        "policy_frequency", "target_network_frequency", "eval_episodes_per_skill",
+        "torch_threads", "print_every", "log_every",
+    )  # fmt: skip
+    for name in positive:
+        if getattr(args, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    if args.eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0 (0: only at the end), got {args.eval_every}")
+    if args.learning_starts < 0:
+        raise ValueError(f"learning_starts must be >= 0, got {args.learning_starts}")
+    if not 0.0 < args.tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1], got {args.tau}")
+    if not args.hidden or any(width < 1 for width in args.hidden):
+        raise ValueError(f"hidden must be one or more widths >= 1, got {args.hidden}")
+
+
+class SquashedGaussianPolicy(nn.Module):
+    """A `common.Actor` (the checkpointed tanh mean) plus a log-std layer on its hidden features."""
+
+    def __init__(self, obs_size: int, action_size: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        self.actor = Actor(obs_size, action_size, hidden, squash=True)
+        self.trunk = self.actor.net[:-1]
+        self.mean = self.actor.net[-1]
+        self.log_std = nn.Linear(hidden[-1], action_size)
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised squashed-Gaussian action and its log-probability."""
+        features = self.trunk(obs)
+        mean = self.mean(features)
+        log_std = torch.tanh(self.log_std(features))
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1)
+        noise = torch.randn_like(mean)
+        pre_tanh = mean + torch.exp(log_std) * noise
+        action = torch.tanh(pre_tanh)
+        log_prob = -0.5 * noise.pow(2) - log_std - 0.5 * LOG_2PI
+        log_prob = log_prob - torch.log(1.0 - action.pow(2) + 1e-6)
+        return action, log_prob.sum(-1)
+
+
+class QNetwork(nn.Module):
+    """ReLU MLP from (normalised observation, action) to one Q value."""
+
+    def __init__(self, obs_size: int, action_size: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        size = obs_size + action_size
+        for width in hidden:
+            layers += [nn.Linear(size, width), nn.ReLU()]
+            size = width
+        layers.append(nn.Linear(size, 1))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Q(obs, action), one value per row."""
+        return self.net(torch.cat((obs, action), -1)).squeeze(-1)
+
+
+class Batch(NamedTuple):
+    """Sampled transitions; observations are raw (normalise them with the current statistics)."""
+
+    obs: np.ndarray
+    next_obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+
+
+@dataclass
+class ReplayBuffer:
+    """Preallocated numpy ring buffer of raw flat observations and transitions."""
+
+    obs: np.ndarray
+    next_obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    position: int = 0
+    size: int = 0
+
+    @classmethod
+    def allocate(cls, capacity: int, obs_size: int, action_size: int) -> ReplayBuffer:
+        """Zeroed storage for `capacity` transitions (float32 throughout)."""
+        return cls(
+            np.zeros((capacity, obs_size), np.float32),
+            np.zeros((capacity, obs_size), np.float32),
+            np.zeros((capacity, action_size), np.float32),
+            np.zeros(capacity, np.float32),
+            np.zeros(capacity, np.float32),
+        )
+
+    def add(
+        self,
+        obs: np.ndarray,
+        next_obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        terminated: np.ndarray,
+    ) -> None:
+        """Append a batch of transitions (one per env), overwriting the oldest when full."""
+        capacity = len(self.rewards)
+        rows = (self.position + np.arange(len(rewards))) % capacity
+        self.obs[rows], self.next_obs[rows], self.actions[rows] = obs, next_obs, actions
+        self.rewards[rows], self.terminated[rows] = rewards, terminated
+        self.position = int(rows[-1] + 1) % capacity
+        self.size = min(self.size + len(rewards), capacity)
+
+    def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
+        """Transitions drawn uniformly with replacement from what the buffer holds."""
+        rows = rng.integers(0, self.size, batch_size)
+        return Batch(
+            self.obs[rows],
+            self.next_obs[rows],
+            self.actions[rows],
+            self.rewards[rows],
+            self.terminated[rows],
+        )
+
+
+def soft_update(net: nn.Module, target: nn.Module, tau: float) -> None:
+    """Polyak averaging: target <- tau * net + (1 - tau) * target."""
+    with torch.no_grad():
+        for param, target_param in zip(net.parameters(), target.parameters(), strict=True):
+            target_param.lerp_(param, tau)
+
+
+def terminates_on_success(args: Args) -> bool:
+    """Whether training episodes end at success (evaluation episodes always do)."""
+    if args.terminate_on_success is None:
+        return args.reward_mode == "sparse"
+    return args.terminate_on_success
+
+
+def make_envs(args: Args) -> gym.vector.VectorEnv:
+    """Vector envs that reset a finished env within the same step (final obs in the info)."""
+    return gym.make_vec(
+        args.env_id,
+        num_envs=args.num_envs,
+        vectorization_mode=args.vectorization,
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        reward_mode=args.reward_mode,
+        terminate_on_success=terminates_on_success(args),
+    )
+
+
+def default_run_dir(args: Args) -> Path:
+    """runs/{algo}__{env id with / as _}__{seed}__{unix time}, as CleanRL names its runs."""
+    name = f"{ALGO}__{args.env_id.replace('/', '_')}__{args.seed}__{int(time.time())}"
+    return Path("runs") / name
+
+
+def run_evaluation(args: Args, policy: Policy, run_dir: Path, global_step: int) -> EvalReport:
+    """The shared evaluation suite on the deterministic policy, filmed if capture_video is set."""
+    with contextlib.ExitStack() as stack:
+        on_frame = None
+        if args.capture_video:
+            import imageio.v2 as imageio
+
+            path = run_dir / "videos" / f"eval_{global_step}.mp4"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fps = StackingEnv.metadata["render_fps"]
+            video = stack.enter_context(imageio.get_writer(path, fps=fps, macro_block_size=2))
+            on_frame = video.append_data
+        return evaluate(
+            policy,
+            args.env_id,
+            episodes_per_skill=args.eval_episodes_per_skill,
+            env_kwargs={"reward_mode": args.reward_mode},
+            on_frame=on_frame,
+        )
+
+
+def evaluate_and_save(
+    args: Args,
+    actor: Actor,
+    normalizer: Normalizer,
+    run_dir: Path,
+    global_step: int,
+    writer: SummaryWriter,
+    on_eval: Callable[[Policy, EvalReport, int], None] | None,
+) -> EvalReport:
+    """Score the deterministic policy on the shared suite; write eval.json and checkpoint.pt."""
+    actor.eval()
+    policy = make_policy(actor, normalizer)
+    report = run_evaluation(args, policy, run_dir, global_step)
+    actor.train()
+    torch.set_num_threads(args.torch_threads)
+    record = {**report.to_dict(), "global_step": global_step}
+    (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
+    save_checkpoint(
+        run_dir / "checkpoint.pt",
+        ALGO,
+        args.env_id,
+        actor,
+        normalizer,
+        dataclasses.asdict(args),
+        extra={"global_step": global_step},
+    )
+    writer.add_scalar("eval/success_rate", report.success_rate, global_step)
+    for skill, result in report.per_skill().items():
+        writer.add_scalar(f"eval/success_rate_{skill}", result.rate, global_step)
+    rates = ", ".join(f"{skill} {r.rate:.2f}" for skill, r in report.per_skill().items())
+    print(f"eval at step {global_step}: success {report.success_rate:.2f} ({rates})")
+    if on_eval is not None:
+        on_eval(policy, report, global_step)
+    return report
+
+
+def curve_point(report: EvalReport, global_step: int) -> dict:
+    """One point of the evaluation learning curve kept in the summary."""
+    per_skill = {skill: result.rate for skill, result in report.per_skill().items()}
+    return {"global_step": global_step, "success_rate": report.success_rate, "per_skill": per_skill}
+
+
+def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None = None) -> dict:
+    """Train, evaluate and checkpoint; return a JSON-ready summary (also in run_dir/summary.json).
+
+    `on_eval(policy, report, global_step)` is called after each evaluation with the live policy
+    (it follows further training) and the report it scored.
+    """
+    check_args(args)
+    if args.track:
+        try:
+            import wandb
+        except ImportError as error:
+            raise ValueError("track=True needs Weights & Biases: pip install wandb") from error
+    torch.set_num_threads(args.torch_threads)
+    seed_everything(args.seed, args.torch_deterministic)
+    rng = np.random.default_rng(args.seed)
+    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(args)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if args.track:
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            name=run_dir.name,
+            config=dataclasses.asdict(args),
+            dir=str(run_dir),
+            sync_tensorboard=True,
+        )
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n"
+        + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
+    )
+
+    envs = make_envs(args)
+    obs_size = flat_size(envs.single_observation_space)
+    action_size = int(np.prod(envs.single_action_space.shape))
+    policy_net = SquashedGaussianPolicy(obs_size, action_size, args.hidden)
+    actor = policy_net.actor
+    qf1, qf2 = (
+        QNetwork(obs_size, action_size, args.hidden),
+        QNetwork(obs_size, action_size, args.hidden),
+    )
+    qf1_target, qf2_target = (
+        QNetwork(obs_size, action_size, args.hidden),
+        QNetwork(obs_size, action_size, args.hidden),
+    )
+    qf1_target.load_state_dict(qf1.state_dict())
+    qf2_target.load_state_dict(qf2.state_dict())
+    q_params = [*qf1.parameters(), *qf2.parameters()]
+    q_optimizer = torch.optim.Adam(q_params, lr=args.q_lr, fused=True)
+    actor_optimizer = torch.optim.Adam(policy_net.parameters(), lr=args.policy_lr, fused=True)
+    target_entropy = -float(action_size)
+    log_alpha = torch.tensor(math.log(args.alpha), requires_grad=True)
+    alpha_optimizer = torch.optim.Adam([log_alpha], lr=args.q_lr)
+    alpha = args.alpha
+    normalizer = Normalizer.zeros(obs_size)
+    buffer = ReplayBuffer.allocate(
+        min(args.buffer_size, args.total_timesteps), obs_size, action_size
+    )
+
+    n = args.num_envs
+    episode_return = np.zeros(n)
+    episode_length = np.zeros(n, np.int64)
+    recent_success: deque[float] = deque(maxlen=100)
+    recent_return: deque[float] = deque(maxlen=100)
+    evals: list[dict] = []
+    env_seconds = learn_seconds = eval_seconds = 0.0
+    global_step, updates = 0, 0
+    next_eval, next_print = args.eval_every, args.print_every
+    losses: dict[str, float] = {}
+
+    start_time = time.perf_counter()
+    observation, _ = envs.reset(seed=args.seed)
+    envs.action_space.seed(args.seed)
+    flat = flat_observation(observation)
+    normalizer.update(flat)
+
+    while global_step < args.total_timesteps:
+        if global_step < args.learning_starts:
+            action = envs.action_space.sample()
+        else:
+            with torch.no_grad():
+                action, _ = policy_net.sample(torch.from_numpy(normalizer(flat)))
+            action = action.numpy()
+
+        t0 = time.perf_counter()
+        observation, reward, terminated, truncated, info = envs.step(action)
+        env_seconds += time.perf_counter() - t0
+        global_step += n
+        next_flat = flat_observation(observation)
+        stored_next = next_flat
+        episode_return += reward
+        episode_length += 1
+        ended = terminated | truncated
+        if ended.any():
+            stored_next = next_flat.copy()
+            final_info = info["final_info"]
+            for i in np.flatnonzero(ended):
+                stored_next[i] = flat_observation(info["final_obs"][i])
+                success = float(final_info["success"][i])
+                recent_success.append(success)
+                recent_return.append(float(episode_return[i]))
+                writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                writer.add_scalar("charts/success_rate", np.mean(recent_success), global_step)
+                episode_return[i], episode_length[i] = 0.0, 0
+        buffer.add(flat, stored_next, action, reward, terminated)
+        normalizer.update(next_flat)
+        flat = next_flat
+
+        if global_step > args.learning_starts and buffer.size >= args.batch_size:
+            t0 = time.perf_counter()
+            for _ in range(args.updates_per_step):
+                batch = buffer.sample(rng, args.batch_size)
+                b_obs = torch.from_numpy(normalizer(batch.obs))
+                b_next_obs = torch.from_numpy(normalizer(batch.next_obs))
+                b_actions = torch.from_numpy(batch.actions)
+                b_rewards = torch.from_numpy(batch.rewards)
+                b_alive = 1.0 - torch.from_numpy(batch.terminated)
+                with torch.no_grad():
+                    next_actions, next_log_prob = policy_net.sample(b_next_obs)
+                    next_q = torch.min(
+                        qf1_target(b_next_obs, next_actions), qf2_target(b_next_obs, next_actions)
+                    )
+                    next_q = next_q - alpha * next_log_prob
+                    target = b_rewards + args.gamma * b_alive * next_q
+                q1, q2 = qf1(b_obs, b_actions), qf2(b_obs, b_actions)
+                qf1_loss, qf2_loss = F.mse_loss(q1, target), F.mse_loss(q2, target)
+                q_optimizer.zero_grad()
+                (qf1_loss + qf2_loss).backward()
+                q_optimizer.step()
+                updates += 1
+
+                if updates % args.policy_frequency == 0:
+                    qf1.requires_grad_(False)
+                    qf2.requires_grad_(False)
+                    for _ in range(args.policy_frequency):
+                        new_actions, log_prob = policy_net.sample(b_obs)
+                        q = torch.min(qf1(b_obs, new_actions), qf2(b_obs, new_actions))
+                        actor_loss = (alpha * log_prob - q).mean()
+                        actor_optimizer.zero_grad()
+                        actor_loss.backward()
+                        actor_optimizer.step()
+                        if args.autotune:
+                            alpha_loss = -(
+                                log_alpha.exp() * (log_prob.detach() + target_entropy)
+                            ).mean()
+                            alpha_optimizer.zero_grad()
+                            alpha_loss.backward()
+                            alpha_optimizer.step()
+                            alpha = log_alpha.exp().item()
+                    qf1.requires_grad_(True)
+                    qf2.requires_grad_(True)
+                    losses["losses/actor_loss"] = actor_loss.item()
+                    losses["losses/entropy"] = -log_prob.mean().item()
+                    if args.autotune:
+                        losses["losses/alpha_loss"] = alpha_loss.item()
+
+                if updates % args.target_network_frequency == 0:
+                    soft_update(qf1, qf1_target, args.tau)
+                    soft_update(qf2, qf2_target, args.tau)
+
+                if updates % args.log_every == 0:
+                    losses["losses/qf1_loss"] = qf1_loss.item()
+                    losses["losses/qf2_loss"] = qf2_loss.item()
+                    losses["losses/qf1_values"] = q1.mean().item()
+                    losses["losses/alpha"] = alpha
+                    for key, value in losses.items():
+                        writer.add_scalar(key, value, global_step)
+            learn_seconds += time.perf_counter() - t0
+
+        if global_step >= next_print or global_step >= args.total_timesteps:
+            next_print = (global_step // args.print_every + 1) * args.print_every
+            wall = time.perf_counter() - start_time - eval_seconds
+            sps = global_step / wall
+            writer.add_scalar("charts/SPS", sps, global_step)
+            writer.add_scalar("time/env_seconds", env_seconds, global_step)
+            writer.add_scalar("time/learn_seconds", learn_seconds, global_step)
+            writer.add_scalar("time/train_seconds", wall, global_step)
+            success = np.mean(recent_success) if recent_success else float("nan")
+            mean_return = np.mean(recent_return) if recent_return else float("nan")
+            print(
+                f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
+                f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
+                f"updates {updates} alpha {alpha:.3f}"
+            )
+        if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
+            next_eval = (global_step // args.eval_every + 1) * args.eval_every
+            eval_start = time.perf_counter()
+            report = evaluate_and_save(
+                args, actor, normalizer, run_dir, global_step, writer, on_eval
+            )
+            evals.append(curve_point(report, global_step))
+            eval_seconds += time.perf_counter() - eval_start
+
+    envs.close()
+    train_seconds = time.perf_counter() - start_time - eval_seconds
+    eval_start = time.perf_counter()
+    report = evaluate_and_save(args, actor, normalizer, run_dir, global_step, writer, on_eval)
+    evals.append(curve_point(report, global_step))
+    eval_seconds += time.perf_counter() - eval_start
+    summary = {
+        "algo": ALGO,
+        "env_id": args.env_id,
+        "seed": args.seed,
+        "run_dir": str(run_dir),
+        "global_step": global_step,
+        "sps": global_step / train_seconds,
+        "train_seconds": train_seconds,
+        "env_seconds": env_seconds,
+        "learn_seconds": learn_seconds,
+        "eval_seconds": eval_seconds,
+        "updates": updates,
+        "eval": {**report.to_dict(), "global_step": global_step},
+        "evals": evals,
+        "checkpoint": str(run_dir / "checkpoint.pt"),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    writer.close()
+    if args.track:
+        wandb.finish()
+    return summary
+
+
+if __name__ == "__main__":
+    train(tyro.cli(Args))

@@ -1,0 +1,169 @@
+"""PPO baseline: the command line, what a tiny run writes, the checkpoint round trip, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from gameon.baselines.common import Policy, load_checkpoint, load_policy
+from gameon.baselines.ppo import Args, generalised_advantages, train
+from gameon.benchmark.evaluation import EvalReport, evaluate, evaluation_suite
+
+ENV_ID = "GameOn/Reach-v0"
+EPISODES_PER_SKILL = 2
+SUMMARY_KEYS = {
+    "run_dir",
+    "global_step",
+    "sps",
+    "env_seconds",
+    "learn_seconds",
+    "eval",
+    "checkpoint",
+}
+
+
+def tiny_args(run_dir: Path, **overrides: object) -> Args:
+    """A training run of a few hundred steps: enough to exercise every stage."""
+    settings = {
+        "env_id": ENV_ID,
+        "reward_mode": "dense",
+        "total_timesteps": 512,
+        "num_envs": 2,
+        "num_steps": 128,
+        "num_minibatches": 4,
+        "update_epochs": 2,
+        "eval_episodes_per_skill": EPISODES_PER_SKILL,
+        "run_dir": str(run_dir),
+        **overrides,
+    }
+    return Args(**settings)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Policy, EvalReport]:
+    """One tiny run shared by the tests: its summary, and the in-process policy and report."""
+    evaluations: list[tuple[Policy, EvalReport, int]] = []
+    run_dir = tmp_path_factory.mktemp("ppo") / "run"
+    summary = train(tiny_args(run_dir, eval_every=256), on_eval=lambda *e: evaluations.append(e))
+    assert [step for _, _, step in evaluations] == [256, 512]
+    policy, report, _ = evaluations[-1]
+    return summary, policy, report
+
+
+def test_help_lists_the_options() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gameon.baselines.ppo", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--env-id" in result.stdout and "--num-minibatches" in result.stdout
+
+
+def test_tiny_run_writes_logs_eval_checkpoint_and_summary(tiny_run: tuple) -> None:
+    summary, _, _ = tiny_run
+    run_dir = Path(summary["run_dir"])
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    assert summary.keys() >= SUMMARY_KEYS
+    assert summary["global_step"] >= 512 and summary["sps"] > 0
+    assert json.loads((run_dir / "summary.json").read_text()) == json.loads(json.dumps(summary))
+
+    record = json.loads((run_dir / "eval.json").read_text())
+    suite = evaluation_suite(ENV_ID, EPISODES_PER_SKILL)
+    assert sum(s["episodes"] for s in record["per_skill"].values()) == len(suite)
+    assert len(record["episodes"]) == len(suite)
+    assert record["global_step"] == summary["global_step"]
+    assert [point["global_step"] for point in summary["evals"]] == [256, 512]
+
+    actor, normalizer, payload = load_checkpoint(summary["checkpoint"])
+    assert payload["algo"] == "ppo" and payload["args"]["total_timesteps"] == 512
+    assert not actor.squash and normalizer is not None
+    observation, _ = gym.make(ENV_ID).reset(seed=0)
+    action = load_policy(summary["checkpoint"])(observation)
+    assert action.shape == (5,) and np.all(np.abs(action) <= 1.0)
+
+
+def test_reloaded_policy_acts_and_scores_exactly_as_trained(tiny_run: tuple) -> None:
+    summary, policy, report = tiny_run
+    reloaded = load_policy(summary["checkpoint"])
+    env = gym.make(ENV_ID)
+    observations = [env.reset(seed=seed)[0] for seed in range(5)]
+    for observation in observations:
+        np.testing.assert_array_equal(policy(observation), reloaded(observation))
+    batch = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+    np.testing.assert_array_equal(policy(batch), reloaded(batch))
+
+    again = evaluate(
+        reloaded,
+        ENV_ID,
+        episodes_per_skill=EPISODES_PER_SKILL,
+        env_kwargs={"reward_mode": "dense"},
+    )
+    assert again.episodes == report.episodes
+    assert again.to_dict()["episodes"] == summary["eval"]["episodes"]
+
+
+def test_capture_video_writes_an_mp4(tmp_path: Path) -> None:
+    args = tiny_args(
+        tmp_path / "run", reward_mode="sparse", total_timesteps=256, eval_episodes_per_skill=1
+    )
+    args.capture_video = True
+    summary = train(args)
+    videos = list((tmp_path / "run" / "videos").glob("*.mp4"))
+    assert [v.name for v in videos] == [f"eval_{summary['global_step']}.mp4"]
+    assert videos[0].stat().st_size > 1000
+
+
+def test_same_seed_gives_the_same_run(tmp_path: Path) -> None:
+    first = train(tiny_args(tmp_path / "a", total_timesteps=256, eval_episodes_per_skill=1))
+    second = train(tiny_args(tmp_path / "b", total_timesteps=256, eval_episodes_per_skill=1))
+    actor_a, normalizer_a, _ = load_checkpoint(first["checkpoint"])
+    actor_b, normalizer_b, _ = load_checkpoint(second["checkpoint"])
+    for name, tensor in actor_a.state_dict().items():
+        assert torch.equal(tensor, actor_b.state_dict()[name]), name
+    np.testing.assert_array_equal(normalizer_a.mean, normalizer_b.mean)
+    assert first["eval"]["episodes"] == second["eval"]["episodes"]
+
+
+def test_advantages_stop_at_episode_ends() -> None:
+    rewards = np.array([[0.0], [1.0], [0.0]], np.float32)
+    values = np.array([[0.5], [0.5], [0.5]], np.float32)
+    ends = np.array([[0.0], [1.0], [0.0]], np.float32)
+    next_value = np.array([2.0], np.float32)
+    gamma, lam = 0.9, 0.8
+    advantages = generalised_advantages(rewards, values, ends, next_value, gamma, lam)
+    last = 0.0 + gamma * 2.0 - 0.5
+    ended = 1.0 - 0.5
+    first = 0.0 + gamma * 0.5 - 0.5 + gamma * lam * ended
+    np.testing.assert_allclose(advantages[:, 0], [first, ended, last], rtol=1e-6)
+
+
+def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="GameOn/Reach-v0"):
+        train(tiny_args(tmp_path / "run", env_id="GameOn/Nope-v0"))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"total_timesteps": 0}, "total_timesteps must be >= 1"),
+        ({"num_envs": 0}, "num_envs must be >= 1"),
+        ({"reward_mode": "shaped"}, "accepted: sparse, dense"),
+        ({"vectorization": "threads"}, "accepted: sync, async"),
+        ({"num_minibatches": 10_000}, "num_minibatches"),
+    ],
+)
+def test_invalid_args_raise_naming_what_is_accepted(
+    tmp_path: Path, overrides: dict, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        train(tiny_args(tmp_path / "run", **overrides))

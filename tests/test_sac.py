@@ -1,0 +1,167 @@
+"""SAC baseline: the command line, what a tiny run writes, the checkpoint round trip, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from gameon.baselines.common import Policy, load_checkpoint, load_policy
+from gameon.baselines.sac import Args, ReplayBuffer, SquashedGaussianPolicy, train
+from gameon.benchmark.evaluation import EvalReport, evaluate, evaluation_suite
+
+ENV_ID = "GameOn/Reach-v0"
+EPISODES_PER_SKILL = 2
+SUMMARY_KEYS = {
+    "run_dir",
+    "global_step",
+    "sps",
+    "env_seconds",
+    "learn_seconds",
+    "eval",
+    "checkpoint",
+}
+
+
+def tiny_args(run_dir: Path, **overrides: object) -> Args:
+    """A run of a few hundred steps with learning from step 100: every stage is exercised."""
+    settings = {
+        "env_id": ENV_ID,
+        "total_timesteps": 300,
+        "num_envs": 2,
+        "reward_mode": "dense",
+        "learning_starts": 100,
+        "batch_size": 64,
+        "eval_episodes_per_skill": EPISODES_PER_SKILL,
+        "run_dir": str(run_dir),
+        **overrides,
+    }
+    return Args(**settings)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Policy, EvalReport]:
+    """One tiny run shared by the tests: its summary, and the in-process policy and report."""
+    evaluations: list[tuple[Policy, EvalReport, int]] = []
+    run_dir = tmp_path_factory.mktemp("sac") / "run"
+    summary = train(tiny_args(run_dir, eval_every=200), on_eval=lambda *e: evaluations.append(e))
+    assert [step for _, _, step in evaluations] == [200, 300]
+    policy, report, _ = evaluations[-1]
+    return summary, policy, report
+
+
+def test_help_lists_the_options() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gameon.baselines.sac", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--env-id" in result.stdout and "--updates-per-step" in result.stdout
+
+
+def test_tiny_run_writes_logs_eval_checkpoint_and_summary(tiny_run: tuple) -> None:
+    summary, _, _ = tiny_run
+    run_dir = Path(summary["run_dir"])
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    assert summary.keys() >= SUMMARY_KEYS
+    assert summary["global_step"] == 300 and summary["sps"] > 0
+    assert summary["updates"] == (300 - 100) // 2  # one per vector step after learning_starts
+    assert json.loads((run_dir / "summary.json").read_text()) == json.loads(json.dumps(summary))
+
+    record = json.loads((run_dir / "eval.json").read_text())
+    suite = evaluation_suite(ENV_ID, EPISODES_PER_SKILL)
+    assert sum(s["episodes"] for s in record["per_skill"].values()) == len(suite)
+    assert len(record["episodes"]) == len(suite)
+    assert [point["global_step"] for point in summary["evals"]] == [200, 300]
+
+    actor, normalizer, payload = load_checkpoint(summary["checkpoint"])
+    assert payload["algo"] == "sac" and actor.squash and normalizer is not None
+    observation, _ = gym.make(ENV_ID).reset(seed=0)
+    action = load_policy(summary["checkpoint"])(observation)
+    assert action.shape == (5,) and np.all(np.abs(action) <= 1.0)
+
+
+def test_reloaded_policy_acts_and_scores_exactly_as_trained(tiny_run: tuple) -> None:
+    summary, policy, report = tiny_run
+    reloaded = load_policy(summary["checkpoint"])
+    env = gym.make(ENV_ID)
+    observations = [env.reset(seed=seed)[0] for seed in range(5)]
+    for observation in observations:
+        np.testing.assert_array_equal(policy(observation), reloaded(observation))
+    batch = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+    np.testing.assert_array_equal(policy(batch), reloaded(batch))
+
+    again = evaluate(
+        reloaded, ENV_ID, episodes_per_skill=EPISODES_PER_SKILL, env_kwargs={"reward_mode": "dense"}
+    )
+    assert again.episodes == report.episodes
+    assert again.to_dict()["episodes"] == summary["eval"]["episodes"]
+
+
+def test_policy_samples_squashed_actions_around_the_checkpointed_mean() -> None:
+    torch.manual_seed(0)
+    net = SquashedGaussianPolicy(obs_size=7, action_size=3, hidden=(16, 16))
+    obs = torch.randn(4096, 7)
+    with torch.no_grad():
+        action, log_prob = net.sample(obs)
+        deterministic = net.actor(obs)
+    assert action.shape == (4096, 3) and log_prob.shape == (4096,)
+    assert action.abs().max() < 1.0 and torch.isfinite(log_prob).all()
+    assert deterministic.abs().max() < 1.0
+    assert "log_std.weight" not in net.actor.state_dict()
+
+
+def test_replay_buffer_wraps_around_and_keeps_the_newest() -> None:
+    buffer = ReplayBuffer.allocate(capacity=5, obs_size=2, action_size=1)
+    for start in range(0, 8, 2):
+        rows = np.arange(start, start + 2, dtype=np.float32)
+        obs = np.stack([rows, rows], axis=1)
+        buffer.add(obs, obs + 100, rows[:, None], rows, np.array([False, True]))
+    assert buffer.size == 5 and buffer.position == 3
+    assert sorted(buffer.rewards.tolist()) == [3.0, 4.0, 5.0, 6.0, 7.0]
+    np.testing.assert_array_equal(buffer.next_obs[:, 0], buffer.obs[:, 0] + 100)
+    batch = buffer.sample(np.random.default_rng(0), 64)
+    np.testing.assert_array_equal(batch.obs[:, 0], batch.rewards)
+    np.testing.assert_array_equal(batch.next_obs[:, 1], batch.rewards + 100)
+    np.testing.assert_array_equal(batch.terminated, batch.rewards % 2)
+
+
+def test_same_seed_gives_the_same_run(tmp_path: Path) -> None:
+    first = train(tiny_args(tmp_path / "a", total_timesteps=200, eval_episodes_per_skill=1))
+    second = train(tiny_args(tmp_path / "b", total_timesteps=200, eval_episodes_per_skill=1))
+    actor_a, _, _ = load_checkpoint(first["checkpoint"])
+    actor_b, _, _ = load_checkpoint(second["checkpoint"])
+    for name, tensor in actor_a.state_dict().items():
+        assert torch.equal(tensor, actor_b.state_dict()[name]), name
+    assert first["eval"]["episodes"] == second["eval"]["episodes"]
+
+
+def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="GameOn/Reach-v0"):
+        train(tiny_args(tmp_path / "run", env_id="GameOn/Nope-v0"))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"total_timesteps": 0}, "total_timesteps must be >= 1"),
+        ({"num_envs": 0}, "num_envs must be >= 1"),
+        ({"reward_mode": "shaped"}, "accepted: sparse, dense"),
+        ({"vectorization": "threads"}, "accepted: sync, async"),
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+    ],
+)
+def test_invalid_args_raise_naming_what_is_accepted(
+    tmp_path: Path, overrides: dict, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        train(tiny_args(tmp_path / "run", **overrides))
