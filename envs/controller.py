@@ -9,6 +9,7 @@ error into joint position targets for the arm's position actuators.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import mujoco
 import numpy as np
@@ -33,6 +34,8 @@ LEASH = 0.05
 DAMPING = 0.05
 """Damped-least-squares damping (lambda): keeps joint steps bounded near singularities."""
 POSTURE_GAIN = 0.2
+_WORKSPACE_LOW = WORKSPACE_LOW.tolist()
+_WORKSPACE_HIGH = WORKSPACE_HIGH.tolist()
 
 
 def downward_rotation(yaw: float) -> np.ndarray:
@@ -70,6 +73,7 @@ class CartesianController:
         self.world = world
         model = world.model
         self._jac = np.zeros((6, model.nv))
+        self._jacp, self._jacr, self._arm_jac = self._jac[:3], self._jac[3:], self._jac[:, :7]
         self._damping = DAMPING**2 * np.eye(6)
         self._step = np.zeros(6)
         self._qlow = model.jnt_range[:7, 0]
@@ -89,21 +93,31 @@ class CartesianController:
         xmat = self.world.data.site_xmat[self.world.tcp_site]
         return float(np.arctan2(xmat[3], xmat[0]))
 
-    def apply(self, action: np.ndarray) -> None:
+    def apply(self, action: Sequence[float]) -> None:
         """Set actuator targets for one control step from an action already clipped to [-1, 1]."""
         world = self.world
         data = world.data
-        tcp = data.site_xpos[world.tcp_site]
-        target = self.target_pos + action[:3] * (MAX_SPEED * CONTROL_DT)
-        low = np.maximum(tcp - LEASH, WORKSPACE_LOW)
-        high = np.minimum(tcp + LEASH, WORKSPACE_HIGH)
-        self.target_pos = np.minimum(np.maximum(target, low), high)
-        yaw = self.target_yaw + action[3] * (MAX_YAW_RATE * CONTROL_DT)
+        vx, vy, vz, yaw_rate, grip = action
+        step = MAX_SPEED * CONTROL_DT
+        self.target_pos = np.array(
+            [
+                min(max(target + v * step, real - LEASH, low), real + LEASH, high)
+                for target, v, real, low, high in zip(
+                    self.target_pos.tolist(),
+                    (vx, vy, vz),
+                    data.site_xpos[world.tcp_site].tolist(),
+                    _WORKSPACE_LOW,
+                    _WORKSPACE_HIGH,
+                    strict=True,
+                )
+            ]
+        )
+        yaw = self.target_yaw + yaw_rate * (MAX_YAW_RATE * CONTROL_DT)
         self.target_yaw = min(max(yaw, -YAW_LIMIT), YAW_LIMIT)
 
         error = pose_error(world, self.target_pos, self.target_yaw)
-        mujoco.mj_jacSite(world.model, data, self._jac[:3], self._jac[3:], world.tcp_site)
-        jac = self._jac[:, :7]
+        mujoco.mj_jacSite(world.model, data, self._jacp, self._jacr, world.tcp_site)
+        jac = self._arm_jac
         q = data.qpos[world.arm_qpos]
         posture = POSTURE_GAIN * (HOME_QPOS - q)
         # Null-space posture: dq = posture + J+ (error - J posture), with J+ the damped inverse.
@@ -112,7 +126,7 @@ class CartesianController:
         mujoco.mju_cholSolve(self._step, gram, error - jac @ posture)
         dq = posture + jac.T @ self._step
         data.ctrl[:7] = np.minimum(np.maximum(q + dq, self._qlow), self._qhigh)
-        data.ctrl[7:9] = FINGER_OPEN * (1.0 - action[4]) / 2
+        data.ctrl[7:9] = FINGER_OPEN * (1.0 - grip) / 2
 
 
 def move_arm_to(world: World, tcp_pos: np.ndarray, yaw: float, iterations: int = 60) -> None:

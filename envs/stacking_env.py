@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -166,10 +167,11 @@ class StackingEnv(gym.Env):
                 f"action must have shape ({ACTION_SIZE},) = (vx, vy, vz, yaw rate, gripper), "
                 f"got {action.shape}"
             )
-        if not np.isfinite(action).all():
+        values = action.tolist()
+        if not all(map(math.isfinite, values)):
             raise ValueError(f"action must be finite, got {action}")
         world = self.world
-        self.controller.apply(np.minimum(np.maximum(action, -1.0), 1.0))
+        self.controller.apply([min(max(value, -1.0), 1.0) for value in values])
         mujoco.mj_step(world.model, world.data, nstep=N_SUBSTEPS)
         state = world.state_vector()
         if world.data.warning.number.any() or not np.abs(state).max() <= STATE_BOUND:

@@ -108,11 +108,15 @@ def build_xml(colours: tuple[str, ...], offwidth: int = 640, offheight: int = 48
         for i, c in enumerate(colours)
     )
     actuators = "\n".join(
-        f'<position name="act{i}" joint="joint{i}" kp="{kp}" kv="{kv}"'
-        f' forcerange="-{f} {f}"/>'
+        f'<position name="act{i}" joint="joint{i}" kp="{kp}" kv="{kv}" forcerange="-{f} {f}"/>'
         for i, kp, kv, f in [
-            (1, 4000, 400, 87), (2, 4000, 400, 87), (3, 3000, 300, 87), (4, 3000, 300, 87),
-            (5, 2000, 100, 12), (6, 2000, 100, 12), (7, 2000, 100, 12),
+            (1, 4000, 400, 87),
+            (2, 4000, 400, 87),
+            (3, 3000, 300, 87),
+            (4, 3000, 300, 87),
+            (5, 2000, 100, 12),
+            (6, 2000, 100, 12),
+            (7, 2000, 100, 12),
         ]
     )
     return f"""
@@ -122,7 +126,7 @@ def build_xml(colours: tuple[str, ...], offwidth: int = 640, offheight: int = 48
     <flag energy="disable"/>
   </option>
   <visual>
-    <quality shadowsize="0" offsamples="0" numslices="12" numstacks="6" numquads="1"/>
+    <quality shadowsize="0" offsamples="0" numslices="8" numstacks="4" numquads="1"/>
     <global offwidth="{offwidth}" offheight="{offheight}"/>
     <headlight ambient="0.45 0.45 0.45" diffuse="0.5 0.5 0.5" specular="0 0 0"/>
   </visual>
@@ -193,10 +197,8 @@ class World:
     right_pad: int
     table: int
     robot_geoms: np.ndarray
-    _block_slot: np.ndarray
-    """Per geom: the block it belongs to, or -1."""
-    _contact_kind: np.ndarray
-    """Per geom: the column of contact_flags a touch with it sets."""
+    _contact_slots: np.ndarray
+    """(4, ngeom, ngeom): for a touching geom pair, the flat contact_flags entries it sets."""
 
     @classmethod
     def build(cls, colours: tuple[str, ...], offwidth: int = 640, offheight: int = 480) -> World:
@@ -218,14 +220,13 @@ class World:
             [g for g in range(model.ngeom) if model.geom_bodyid[g] in robot_bodies]
         )
         block_geoms = np.array([model.geom(f"block_{c}").id for c in colours])
-        block_slot = np.full(model.ngeom, -1)
-        block_slot[block_geoms] = np.arange(len(colours))
-        kind = np.full(model.ngeom, _NOTHING)
-        kind[robot_geoms] = _ROBOT
-        kind[model.geom("table").id] = _TABLE
-        kind[model.geom("left_pad").id] = _LEFT
-        kind[model.geom("right_pad").id] = _RIGHT
-        kind[block_geoms] = 5 + np.arange(len(colours))
+        contact_slots = _contact_slot_table(
+            model.ngeom,
+            block_geoms,
+            table=model.geom("table").id,
+            pads=(model.geom("left_pad").id, model.geom("right_pad").id),
+            robot_geoms=robot_geoms,
+        )
         n = len(colours)
         first_block = qpos_of(f"block_{colours[0]}")
         arm = [qpos_of(f"joint{i}") for i in range(1, 8)]
@@ -250,8 +251,7 @@ class World:
             right_pad=model.geom("right_pad").id,
             table=model.geom("table").id,
             robot_geoms=robot_geoms,
-            _block_slot=block_slot,
-            _contact_kind=kind,
+            _contact_slots=contact_slots,
         )
 
     def tcp_pos(self) -> np.ndarray:
@@ -263,20 +263,14 @@ class World:
         return left + right
 
     def contact_flags(self) -> np.ndarray:
-        """(n, 5 + n) bool per block: touches nothing, table, left/right pad, robot, block j."""
+        """(n, 4 + n) bool per block: touches table, left pad, right pad, robot, block j."""
         n = len(self.colours)
-        flags = np.zeros((n, 5 + n), bool)
+        flat = np.zeros(n * (4 + n) + 1, bool)
         ncon = self.data.ncon
         if ncon:
-            pairs = self.data.contact.geom[:ncon]
-            first = pairs.ravel()
-            other = pairs[:, ::-1].ravel()
-            block = self._block_slot[first]
-            touching = block >= 0
-            flags[block[touching], self._contact_kind[other[touching]]] = True
-            flags[:, _ROBOT] |= flags[:, _LEFT] | flags[:, _RIGHT]
-            flags[:, _NOTHING] = False
-        return flags
+            first, second = self.data.contact.geom[:ncon].T
+            flat[self._contact_slots[:, first, second]] = True
+        return flat[:-1].reshape(n, 4 + n)
 
     def scene_state(self) -> SceneState:
         """Snapshot of everything the oracle judges, read from the live simulator."""
@@ -300,7 +294,7 @@ class World:
             (
                 data.qpos[self.blocks_qpos].reshape(n, 7),
                 data.qvel[self.blocks_qvel].reshape(n, 6),
-                self.contact_flags()[:, 1:],
+                self.contact_flags(),
             ),
             axis=1,
         )
@@ -309,7 +303,38 @@ class World:
 
 PROPRIO_SIZE = 7 + 7 + 3 + 3
 """Arm joint positions and velocities, TCP position, sin/cos of hand yaw, gripper opening."""
-_NOTHING, _TABLE, _LEFT, _RIGHT, _ROBOT = range(5)
+_TABLE, _LEFT, _RIGHT, _ROBOT = range(4)
+
+
+def _contact_slot_table(
+    ngeom: int,
+    block_geoms: np.ndarray,
+    table: int,
+    pads: tuple[int, int],
+    robot_geoms: np.ndarray,
+) -> np.ndarray:
+    """Lookup from a touching geom pair to the flat contact_flags entries it sets.
+
+    Entry [k, a, b] is one of up to four flags the contact (a, b) raises: block a touches b (and
+    the robot, if b is a pad), block b touches a (likewise); unused entries point at a spare
+    last element, so contact_flags is two numpy operations whatever the contacts.
+    """
+    n = len(block_geoms)
+    width = 4 + n
+    spare = n * width
+    column = {table: _TABLE, pads[0]: _LEFT, pads[1]: _RIGHT}
+    column.update({int(g): _ROBOT for g in robot_geoms if g not in pads})
+    column.update({int(g): 4 + j for j, g in enumerate(block_geoms)})
+    block_of = {int(g): i for i, g in enumerate(block_geoms)}
+    slots = np.full((4, ngeom, ngeom), spare)
+    for a in range(ngeom):
+        for b in range(ngeom):
+            for k, (me, other) in enumerate(((a, b), (b, a))):
+                if me in block_of and other in column:
+                    slots[2 * k, a, b] = block_of[me] * width + column[other]
+                    if other in pads:
+                        slots[2 * k + 1, a, b] = block_of[me] * width + _ROBOT
+    return slots
 
 
 def state_size(n_blocks: int) -> int:
@@ -335,9 +360,9 @@ def scene_from_state(state: np.ndarray, colours: tuple[str, ...]) -> SceneState:
         block_angvel=blocks[:, 10:13],
         tcp_pos=state[14:17],
         gripper_opening=float(state[19]),
-        touches_table=contacts[:, _TABLE - 1],
-        touches_left_finger=contacts[:, _LEFT - 1],
-        touches_right_finger=contacts[:, _RIGHT - 1],
-        touches_robot=contacts[:, _ROBOT - 1],
+        touches_table=contacts[:, _TABLE],
+        touches_left_finger=contacts[:, _LEFT],
+        touches_right_finger=contacts[:, _RIGHT],
+        touches_robot=contacts[:, _ROBOT],
         block_contacts=contacts[:, 4:],
     )
