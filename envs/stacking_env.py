@@ -90,6 +90,7 @@ class StackingEnv(gym.Env):
         self.action_space = spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
 
         self.instruction: Instruction | None = None
+        self._instruction_text = ""
         self._goal = np.zeros(GOAL_SIZE, np.float32)
         self._start = None
         self._last_obs: dict[str, np.ndarray] = {}
@@ -117,6 +118,7 @@ class StackingEnv(gym.Env):
             _choice("reset option", key, RESET_OPTIONS)
         self.instruction = self._instruction(options.get("instruction"))
         self._goal = language.encode(self.instruction)
+        self._instruction_text = str(self.instruction)
 
         world = self.world
         layout = sample_layout(self.np_random, self.colours, self.instruction)
@@ -207,7 +209,7 @@ class StackingEnv(gym.Env):
         return {
             "success": success,
             "is_success": success,
-            "instruction": str(self.instruction),
+            "instruction": self._instruction_text,
             "sim_unstable": unstable,
         }
 
