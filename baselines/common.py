@@ -7,6 +7,7 @@ that the experimenter can run any learner's checkpoint as a skill) live here.
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,24 +19,57 @@ import torch
 from torch import nn
 
 import gameon
+from gameon.envs.language import COLOURS, MAX_TOWER, SKILLS
+from gameon.envs.world import PROPRIO_SIZE, state_size
 
-CHECKPOINT_FORMAT = "gameon-policy-v1"
+CHECKPOINT_FORMAT = "gameon-policy-v2"
+"""v2: flat observations end with the instruction's blocks relative to the TCP."""
+_SLOTS = slice(len(SKILLS), len(SKILLS) + MAX_TOWER * len(COLOURS))
 Policy = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
 def flat_observation(observation: dict[str, np.ndarray]) -> np.ndarray:
-    """`state` then `goal`, concatenated along the last axis (works for single and batched obs)."""
+    """`state`, `goal`, then the instruction's blocks relative to the TCP (single or batched).
+
+    The last part saves the network from having to pick the named blocks out of the state by the
+    goal's one-hots (a product it learns slowly): for each argument slot of the instruction, the
+    named block's position minus the TCP's, zeros for unused slots.
+    """
     if "state" not in observation:
         raise ValueError(
             "the baselines learn from state observations; make the env with obs_mode='state' "
             "or 'state+pixels'"
         )
-    return np.concatenate((observation["state"], observation["goal"]), axis=-1).astype(np.float32)
+    state, goal = observation["state"], observation["goal"]
+    parts = (state, goal, instruction_features(state, goal))
+    return np.concatenate(parts, axis=-1).astype(np.float32)
+
+
+def instruction_features(state: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """(..., MAX_TOWER * 3): each named block's position relative to the TCP, slot by slot.
+
+    Assumes the scene's blocks are the first n colours of `language.COLOURS` (the default).
+    """
+    n = blocks_in_state(state.shape[-1])
+    batch = state.shape[:-1]
+    blocks = state[..., PROPRIO_SIZE:].reshape(*batch, n, 17 + n)[..., :3]
+    slots = goal[..., _SLOTS].reshape(*batch, MAX_TOWER, len(COLOURS))[..., :n]
+    tcp = state[..., 14:17]
+    relative = slots @ blocks - slots.sum(-1, keepdims=True) * tcp[..., None, :]
+    return relative.reshape(*batch, MAX_TOWER * 3)
+
+
+def blocks_in_state(size: int) -> int:
+    """Number of blocks n of a `state` vector of this length (PROPRIO_SIZE + n (17 + n))."""
+    n = round((-17 + math.sqrt(289 + 4 * (size - PROPRIO_SIZE))) / 2)
+    if state_size(n) != size:
+        raise ValueError(f"a state vector of length {size} fits no scene of 2 to 5 blocks")
+    return n
 
 
 def flat_size(space: gym.spaces.Dict) -> int:
     """Length of flat_observation for an env's (single, unbatched) observation space."""
-    return int(space["state"].shape[-1] + space["goal"].shape[-1])
+    return int(space["state"].shape[-1] + space["goal"].shape[-1] + MAX_TOWER * 3)
 
 
 @dataclass
