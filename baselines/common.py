@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import torch
 from torch import nn
 
 import gameon
-from gameon.envs.language import COLOURS, MAX_TOWER, SKILLS
+from gameon.envs.language import COLOURS, MAX_TOWER, SKILLS, parse
 from gameon.envs.world import PROPRIO_SIZE, state_size
 
 CHECKPOINT_FORMAT = "gameon-policy-v2"
@@ -227,3 +228,30 @@ def check_env_id(env_id: str) -> None:
     if env_id not in gym.registry:
         ids = ", ".join(k for k in gym.registry if k.startswith("GameOn/"))
         raise ValueError(f"unknown env id {env_id!r}; registered GameOn ids: {ids}")
+
+
+class SkillTally:
+    """Training episodes per skill: counts and successes, and success over the last 100 each."""
+
+    def __init__(self) -> None:
+        self.episodes: Counter[str] = Counter()
+        self.successes: Counter[str] = Counter()
+        self.recent: dict[str, deque[float]] = {}
+
+    def add(self, instruction: str, success: bool) -> str:
+        """Count one finished episode; return its skill."""
+        skill = parse(instruction).skill
+        self.episodes[skill] += 1
+        self.successes[skill] += int(success)
+        self.recent.setdefault(skill, deque(maxlen=100)).append(float(success))
+        return skill
+
+    def rate(self, skill: str) -> float:
+        """Success rate over the skill's last 100 training episodes."""
+        return float(np.mean(self.recent[skill]))
+
+    def to_dict(self) -> dict:
+        return {
+            skill: {"episodes": count, "successes": self.successes[skill]}
+            for skill, count in sorted(self.episodes.items())
+        }

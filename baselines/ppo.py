@@ -12,6 +12,17 @@ actor and normaliser are saved in the common checkpoint format.
 With dense reward, training episodes do not end at success unless asked: a near-success state
 pays almost 1 per step, so an episode cut off at success (1, then nothing) would be worth less
 than hovering just outside success for the rest of the episode. Evaluation always ends there.
+
+Every training episode's instruction comes from one curriculum (`--curriculum fixed|hand|lp`, see
+`gameon.experimenter.curriculum`) living in this process: the vector env is built with
+`make_curriculum_vec_env`, which proposes each episode's instruction (sync and async alike) and
+reports how it went exactly once. The default, `fixed`, is uniform over the env's instructions;
+before curricula the env sampled a skill uniformly and then an instruction of it, so on a
+multi-skill env the mix of instructions differs slightly (uniform over instructions, not skills).
+Evaluation never uses the curriculum: it runs the shared suite. The curriculum's `state_dict()`
+is saved with each checkpoint (in `extra["curriculum"]`) and in run_dir/curriculum.json;
+TensorBoard gets training success per skill and, for hand, `curriculum/stage`, for lp, the
+sampling probability of each skill (`curriculum/p_{skill}`, summed over its instructions).
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ from gameon.baselines.common import (
     Actor,
     Normalizer,
     Policy,
+    SkillTally,
     check_env_id,
     flat_observation,
     flat_size,
@@ -47,10 +59,21 @@ from gameon.baselines.common import (
 )
 from gameon.benchmark.evaluation import EvalReport, evaluate
 from gameon.envs import StackingEnv
+from gameon.experimenter.curriculum import (
+    CURRICULA,
+    Curriculum,
+    curriculum_brief,
+    curriculum_for_env,
+    curriculum_scalars,
+    make_curriculum,
+    save_curriculum,
+)
+from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 
 ALGO = "ppo"
 REWARD_MODES = ("sparse", "dense")
 VECTORIZATIONS = ("sync", "async")
+CURRICULUM_TASKS = ("all", "targets")
 LOG_2PI = math.log(2 * math.pi)
 
 
@@ -70,6 +93,19 @@ class Args:
     """env reward: sparse (1 on success) or dense (staged shaping, 1 on success)"""
     terminate_on_success: bool | None = None
     """end training episodes at success; None: only with sparse reward (see the module doc)"""
+    max_episode_steps: int | None = None
+    """step limit of training episodes; None: the env's own (evaluation always uses the env's)"""
+    curriculum: str = "fixed"
+    """who picks each training episode's instruction: fixed (uniform over the tasks), hand (the
+    stages of hand_curriculum) or lp (learning progress); vlm is not available yet"""
+    curriculum_tasks: Literal["all", "targets"] = "all"
+    """the tasks of fixed and lp, and what hand's stages must stay within: all (every instruction
+    the env accepts: its skills over its block colours) or targets (only the skills the env is
+    evaluated on); every registered env is evaluated on all its skills, so today they agree"""
+    hand_curriculum: str | None = None
+    """TOML file of the hand curriculum's stages; None: the shipped reach -> ... -> tower"""
+    curriculum_seed: int | None = None
+    """seed of the curriculum's proposals; None: the run seed"""
     torch_deterministic: bool = True
     """sets torch.backends.cudnn.deterministic"""
     torch_threads: int = 1
@@ -132,6 +168,18 @@ def check_args(args: Args) -> None:
         raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
     if args.vectorization not in VECTORIZATIONS:
         raise ValueError(f"unknown vectorization {args.vectorization!r}; accepted: sync, async")
+    if args.curriculum not in CURRICULA:
+        make_curriculum(args.curriculum)  # raises, naming the accepted ones (vlm: not yet)
+    if args.curriculum_tasks not in CURRICULUM_TASKS:
+        raise ValueError(
+            f"unknown curriculum_tasks {args.curriculum_tasks!r}; accepted: all, targets"
+        )
+    if args.hand_curriculum is not None and args.curriculum != "hand":
+        raise ValueError(
+            f"hand_curriculum is only read by the hand curriculum, not {args.curriculum!r}"
+        )
+    if args.max_episode_steps is not None and args.max_episode_steps < 1:
+        raise ValueError(f"max_episode_steps must be >= 1, got {args.max_episode_steps}")
     positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
     for name in (*positive, "eval_episodes_per_skill", "torch_threads", "print_every"):
         if getattr(args, name) < 1:
@@ -214,15 +262,31 @@ def generalised_advantages(
     return advantages
 
 
-def make_envs(args: Args) -> gym.vector.VectorEnv:
-    """Vector envs that reset a finished env within the same step (final obs in the info)."""
-    return gym.make_vec(
+def make_training_curriculum(args: Args) -> Curriculum:
+    """The run's curriculum over the env's tasks; a ValueError says why it cannot train there."""
+    seed = args.seed if args.curriculum_seed is None else args.curriculum_seed
+    return curriculum_for_env(
         args.env_id,
-        num_envs=args.num_envs,
+        args.curriculum,
+        seed,
+        hand_path=args.hand_curriculum,
+        targets_only=args.curriculum_tasks == "targets",
+    )
+
+
+def make_envs(args: Args, curriculum: Curriculum) -> gym.vector.VectorEnv:
+    """Vector envs whose episodes the curriculum picks, reset within the same step (SAME_STEP)."""
+    env_kwargs = {}
+    if args.max_episode_steps is not None:
+        env_kwargs["max_episode_steps"] = args.max_episode_steps
+    return make_curriculum_vec_env(
+        args.env_id,
+        args.num_envs,
+        curriculum,
         vectorization_mode=args.vectorization,
-        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
         reward_mode=args.reward_mode,
         terminate_on_success=terminates_on_success(args),
+        **env_kwargs,
     )
 
 
@@ -262,8 +326,10 @@ def evaluate_and_save(
     global_step: int,
     writer: SummaryWriter,
     on_eval: Callable[[Policy, EvalReport, int], None] | None,
+    curriculum: Curriculum,
 ) -> EvalReport:
-    """Score the deterministic policy on the shared suite; write eval.json and checkpoint.pt."""
+    """Score the deterministic policy on the shared suite; write eval.json, checkpoint.pt and
+    curriculum.json (the curriculum's state, also in the checkpoint's extra)."""
     actor.eval()
     policy = make_policy(actor, normalizer)
     report = run_evaluation(args, policy, run_dir, global_step)
@@ -278,8 +344,9 @@ def evaluate_and_save(
         actor,
         normalizer,
         dataclasses.asdict(args),
-        extra={"global_step": global_step},
+        extra={"global_step": global_step, "curriculum": curriculum.state_dict()},
     )
+    save_curriculum(run_dir / "curriculum.json", curriculum)
     writer.add_scalar("eval/success_rate", report.success_rate, global_step)
     for skill, result in report.per_skill().items():
         writer.add_scalar(f"eval/success_rate_{skill}", result.rate, global_step)
@@ -303,6 +370,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     (it follows further training) and the report it scored.
     """
     check_args(args)
+    curriculum = make_training_curriculum(args)
     if args.track:
         try:
             import wandb
@@ -328,7 +396,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
     )
 
-    envs = make_envs(args)
+    envs = make_envs(args, curriculum)
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     actor = make_actor(obs_size, action_size, args.hidden)
@@ -353,6 +421,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     episode_length = np.zeros(n, np.int64)
     recent_success: deque[float] = deque(maxlen=100)
     recent_return: deque[float] = deque(maxlen=100)
+    tally = SkillTally()
     evals: list[dict] = []
     env_seconds = learn_seconds = eval_seconds = 0.0
     global_step, next_eval, next_print = 0, args.eval_every, args.print_every
@@ -403,9 +472,12 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                     success = float(final_info["success"][i])
                     recent_success.append(success)
                     recent_return.append(float(episode_return[i]))
+                    skill = tally.add(final_info["instruction"][i], bool(success))
                     writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
                     writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
                     writer.add_scalar("charts/success_rate", np.mean(recent_success), global_step)
+                    skill_rate = tally.rate(skill)
+                    writer.add_scalar(f"charts/success_rate_{skill}", skill_rate, global_step)
                     episode_return[i], episode_length[i] = 0.0, 0
             reward_buf[step] = reward
             end_buf[step] = ended
@@ -478,6 +550,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         writer.add_scalar("time/env_seconds", env_seconds, global_step)
         writer.add_scalar("time/learn_seconds", learn_seconds, global_step)
         writer.add_scalar("time/train_seconds", wall, global_step)
+        for tag, value in curriculum_scalars(curriculum).items():
+            writer.add_scalar(tag, value, global_step)
         if global_step >= next_print or iteration == num_iterations:
             next_print = (global_step // args.print_every + 1) * args.print_every
             success = np.mean(recent_success) if recent_success else float("nan")
@@ -492,7 +566,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             next_eval = (global_step // args.eval_every + 1) * args.eval_every
             eval_start = time.perf_counter()
             report = evaluate_and_save(
-                args, actor, normalizer, run_dir, global_step, writer, on_eval
+                args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
             )
             evals.append(curve_point(report, global_step))
             eval_seconds += time.perf_counter() - eval_start
@@ -500,7 +574,9 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     envs.close()
     train_seconds = time.perf_counter() - start_time - eval_seconds
     eval_start = time.perf_counter()
-    report = evaluate_and_save(args, actor, normalizer, run_dir, global_step, writer, on_eval)
+    report = evaluate_and_save(
+        args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
+    )
     evals.append(curve_point(report, global_step))
     eval_seconds += time.perf_counter() - eval_start
     summary = {
@@ -514,6 +590,10 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         "env_seconds": env_seconds,
         "learn_seconds": learn_seconds,
         "eval_seconds": eval_seconds,
+        "curriculum": args.curriculum,
+        "curriculum_state": curriculum_brief(curriculum),
+        "train_episodes": sum(tally.episodes.values()),
+        "train_per_skill": tally.to_dict(),
         "eval": {**report.to_dict(), "global_step": global_step},
         "evals": evals,
         "checkpoint": str(run_dir / "checkpoint.pt"),

@@ -17,6 +17,7 @@ name. An outcome whose instruction parses but is not among a curriculum's tasks 
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -470,3 +471,74 @@ def _make_hand(
                     "(GameOn/MultiSkill-v0 accepts every skill) or another curriculum file"
                 )
     return curriculum
+
+
+# -- helpers for learners that train under a curriculum ---------------------------------------
+
+
+def curriculum_for_env(
+    env_id: str,
+    name: str,
+    seed: int,
+    hand_path: str | Path | None = None,
+    targets_only: bool = False,
+) -> Curriculum:
+    """A curriculum over an env's tasks; a ValueError says why it cannot train there."""
+    import gymnasium as gym
+
+    import gameon.envs  # noqa: F401  (registers the ids)
+
+    probe = gym.make(env_id)
+    skills, colours = probe.unwrapped.skills, probe.unwrapped.colours
+    probe.close()
+    if targets_only:
+        skills = ENV_SKILLS[env_id][0]
+    tasks = task_set(skills, colours)
+    options = {}
+    if name == "hand":
+        path = Path(hand_path) if hand_path else HAND_CURRICULUM_TOML
+        if not path.is_file():
+            raise ValueError(f"hand_curriculum: no file at {path}")
+        options = {"path": path, "colours": colours}
+    try:
+        return make_curriculum(name, tasks, seed, **options)
+    except ValueError as error:
+        raise ValueError(f"curriculum {name!r} cannot train on {env_id}: {error}") from None
+
+
+def skill_probabilities(curriculum: LearningProgressCurriculum) -> dict[str, float]:
+    """The lp curriculum's sampling probability of each skill (summed over its instructions)."""
+    totals: dict[str, float] = {}
+    for task, probability in zip(curriculum.tasks, curriculum.probabilities(), strict=True):
+        skill = parse(task).skill
+        totals[skill] = totals.get(skill, 0.0) + float(probability)
+    return totals
+
+
+def curriculum_brief(curriculum: Curriculum) -> dict:
+    """A short, JSON-ready form of a curriculum's state for the summary."""
+    if isinstance(curriculum, HandCurriculum):
+        return {
+            "stage": curriculum.stage_name,
+            "stage_index": curriculum.stage,
+            "mastered": curriculum.mastered,
+        }
+    if isinstance(curriculum, LearningProgressCurriculum):
+        return {"skill_probabilities": skill_probabilities(curriculum)}
+    return {"tasks": len(curriculum.tasks)}
+
+
+def curriculum_scalars(curriculum: Curriculum) -> dict[str, float]:
+    """What to plot over training: hand's stage index; lp's sampling probability per skill."""
+    if isinstance(curriculum, HandCurriculum):
+        return {"curriculum/stage": float(curriculum.stage)}
+    if isinstance(curriculum, LearningProgressCurriculum):
+        return {f"curriculum/p_{s}": p for s, p in skill_probabilities(curriculum).items()}
+    return {}
+
+
+def save_curriculum(path: Path, curriculum: Curriculum) -> None:
+    """Write the curriculum's state_dict as JSON atomically (load it with load_state_dict)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(curriculum.state_dict()))
+    tmp.replace(path)

@@ -26,6 +26,9 @@ SUMMARY_KEYS = {
     "learn_seconds",
     "eval",
     "checkpoint",
+    "curriculum",
+    "curriculum_state",
+    "train_episodes",
 }
 
 
@@ -65,6 +68,7 @@ def test_help_lists_the_options() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
+    assert "--curriculum" in result.stdout and "--hand-curriculum" in result.stdout
     assert "--env-id" in result.stdout and "--num-minibatches" in result.stdout
 
 
@@ -85,6 +89,8 @@ def test_tiny_run_writes_logs_eval_checkpoint_and_summary(tiny_run: tuple) -> No
 
     actor, normalizer, payload = load_checkpoint(summary["checkpoint"])
     assert payload["algo"] == "ppo" and payload["args"]["total_timesteps"] == 512
+    assert payload["extra"]["curriculum"]["name"] == summary["curriculum"] == "fixed"
+    assert summary["train_episodes"] == 4, "512 steps over 2 envs: two 100-step episodes each"
     assert not actor.squash and normalizer is not None
     observation, _ = gym.make(ENV_ID).reset(seed=0)
     action = load_policy(summary["checkpoint"])(observation)
@@ -159,6 +165,7 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"num_envs": 0}, "num_envs must be >= 1"),
         ({"reward_mode": "shaped"}, "accepted: sparse, dense"),
         ({"vectorization": "threads"}, "accepted: sync, async"),
+        ({"curriculum": "random"}, "accepted: fixed, hand, lp"),
         ({"num_minibatches": 10_000}, "num_minibatches"),
     ],
 )

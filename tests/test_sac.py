@@ -26,6 +26,9 @@ SUMMARY_KEYS = {
     "learn_seconds",
     "eval",
     "checkpoint",
+    "curriculum",
+    "curriculum_state",
+    "train_episodes",
 }
 
 
@@ -64,6 +67,7 @@ def test_help_lists_the_options() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
+    assert "--curriculum" in result.stdout and "--hand-curriculum" in result.stdout
     assert "--env-id" in result.stdout and "--updates-per-step" in result.stdout
 
 
@@ -84,6 +88,8 @@ def test_tiny_run_writes_logs_eval_checkpoint_and_summary(tiny_run: tuple) -> No
 
     actor, normalizer, payload = load_checkpoint(summary["checkpoint"])
     assert payload["algo"] == "sac" and actor.squash and normalizer is not None
+    assert payload["extra"]["curriculum"]["name"] == summary["curriculum"] == "fixed"
+    assert summary["train_episodes"] == 2, "300 steps over 2 envs: one 100-step episode each"
     observation, _ = gym.make(ENV_ID).reset(seed=0)
     action = load_policy(summary["checkpoint"])(observation)
     assert action.shape == (5,) and np.all(np.abs(action) <= 1.0)
@@ -157,6 +163,7 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"num_envs": 0}, "num_envs must be >= 1"),
         ({"reward_mode": "shaped"}, "accepted: sparse, dense"),
         ({"vectorization": "threads"}, "accepted: sync, async"),
+        ({"curriculum": "random"}, "accepted: fixed, hand, lp"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
     ],
 )
