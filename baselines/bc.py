@@ -14,7 +14,6 @@ writes, under `run_dir`: TensorBoard logs, `checkpoint.pt`, `eval.json`, `summar
 from __future__ import annotations
 
 import copy
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from gameon.baselines.datasets import (
     default_datasets_path,
     load,
     observation_normalizer,
+    write_json,
 )
 from gameon.benchmark.evaluation import evaluate, evaluation_suite
 from gameon.envs import language
@@ -73,13 +73,6 @@ class Args:
     """after the final evaluation, record one evaluation episode per skill to run_dir/videos"""
     run_dir: str | None = None
     """output folder (default: runs/{algo}__{dataset}__{seed}__{timestamp})"""
-
-
-def _write_json(path: Path, payload: dict) -> None:
-    """Write JSON atomically: a temporary file beside `path`, then a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    tmp.replace(path)
 
 
 def run_evaluation(
@@ -193,7 +186,7 @@ def train(args: Args) -> dict:
         asdict(args),
         extra={"dataset_id": args.dataset_id, "num_updates": args.num_updates},
     )
-    _write_json(run_dir / "eval.json", evaluation)
+    write_json(run_dir / "eval.json", evaluation)
     videos = []
     if args.capture_video:
         videos = record_videos(common.make_policy(actor, normalizer), env_id, run_dir)
@@ -219,7 +212,7 @@ def train(args: Args) -> dict:
         "videos": videos,
         "args": asdict(args),
     }
-    _write_json(run_dir / "summary.json", summary)
+    write_json(run_dir / "summary.json", summary)
     print_table(evaluation)
     return summary
 

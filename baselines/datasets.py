@@ -130,7 +130,7 @@ class OfflineData:
 
 
 @contextlib.contextmanager
-def _datasets_root(datasets_path: str | Path) -> Iterator[Path]:
+def datasets_root(datasets_path: str | Path) -> Iterator[Path]:
     """Point Minari at `datasets_path` (it reads MINARI_DATASETS_PATH) for the block's duration."""
     root = Path(datasets_path).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -161,7 +161,7 @@ def dataset_dir(dataset_id: str, datasets_path: str | Path | None = None) -> Pat
     return Path(datasets_path or default_datasets_path()).resolve() / dataset_id
 
 
-def _write_json(path: Path, payload: dict) -> None:
+def write_json(path: Path, payload: dict) -> None:
     """Write JSON atomically: a temporary file beside `path`, then a rename."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2) + "\n")
@@ -279,7 +279,7 @@ def collect(args: Args) -> minari.MinariDataset:
                 )
     collection_time = time.perf_counter() - start
 
-    with _datasets_root(args.datasets_path):
+    with datasets_root(args.datasets_path):
         if target.exists():
             shutil.rmtree(target)
         dataset = minari.create_dataset_from_buffers(
@@ -312,7 +312,7 @@ def collect(args: Args) -> minari.MinariDataset:
             [records[str(i)] for i in range(len(buffers))], list(range(len(buffers)))
         )
     env.close()
-    _write_json(
+    write_json(
         target / EPISODES_FILE,
         {"dataset_id": args.dataset_id, "env_id": args.env_id, "episodes": records},
     )
@@ -341,7 +341,7 @@ def episode_records(dataset_id: str, datasets_path: str | Path | None = None) ->
 def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineData:
     """Read every episode of a local Minari dataset into flat transition arrays."""
     check_dataset_id(dataset_id)
-    with _datasets_root(datasets_path or default_datasets_path()) as root:
+    with datasets_root(datasets_path or default_datasets_path()) as root:
         try:
             dataset = minari.load_dataset(dataset_id, download=False)
         except FileNotFoundError:

@@ -21,7 +21,6 @@ TensorBoard logs, `checkpoint.pt`, `eval.json`, `summary.json` and optional MP4s
 from __future__ import annotations
 
 import copy
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from gameon.baselines.datasets import (
     default_datasets_path,
     load,
     observation_normalizer,
+    write_json,
 )
 from gameon.benchmark.evaluation import evaluate, evaluation_suite
 from gameon.envs import language
@@ -128,13 +128,6 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     """Asymmetric squared loss |expectile - 1(diff < 0)| diff^2, averaged."""
     weight = torch.abs(expectile - (diff < 0).float())
     return (weight * diff**2).mean()
-
-
-def _write_json(path: Path, payload: dict) -> None:
-    """Write JSON atomically: a temporary file beside `path`, then a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    tmp.replace(path)
 
 
 def run_evaluation(
@@ -311,7 +304,7 @@ def train(args: Args) -> dict:
             "value": value.cpu().state_dict(),
         },
     )
-    _write_json(run_dir / "eval.json", evaluation)
+    write_json(run_dir / "eval.json", evaluation)
     videos = []
     if args.capture_video:
         videos = record_videos(common.make_policy(actor, normalizer), env_id, run_dir)
@@ -337,7 +330,7 @@ def train(args: Args) -> dict:
         "videos": videos,
         "args": asdict(args),
     }
-    _write_json(run_dir / "summary.json", summary)
+    write_json(run_dir / "summary.json", summary)
     print_table(evaluation)
     return summary
 

@@ -90,9 +90,11 @@ def _feasible(xy: np.ndarray, instruction: Instruction, index: dict[str, int]) -
         direction = np.array(DIRECTION_VECTORS[instruction.relation])
         behind = xy[block] - 0.08 * direction
         lane = [xy[block] + t * direction for t in np.linspace(0.04, PUSH_LANE, 5)]
-        return _inside(behind, 0.05) and all(
-            _inside(p, 0.03) and _clear(p, xy, objects) for p in lane
-        ) and _clear(behind, xy, objects)
+        return (
+            _inside(behind, 0.05)
+            and all(_inside(p, 0.03) and _clear(p, xy, objects) for p in lane)
+            and _clear(behind, xy, objects)
+        )
     if instruction.skill == "place":
         block, reference = objects
         spot = xy[reference] + PLACE_OFFSET * np.array(SIDE_VECTORS[instruction.relation])

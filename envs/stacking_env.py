@@ -213,6 +213,21 @@ class StackingEnv(gym.Env):
             "sim_unstable": unstable,
         }
 
+    def set_instruction(self, instruction: str | Instruction) -> dict[str, np.ndarray]:
+        """Switch the active instruction mid-episode (a skill sequence); return the observation.
+
+        From here on success and rewards judge the new instruction, push against the scene at
+        this call; the returned observation carries the new goal.
+        """
+        if self.instruction is None:
+            raise RuntimeError("call reset() before set_instruction()")
+        self.instruction = self._instruction(instruction)
+        self._goal = language.encode(self.instruction)
+        self._instruction_text = str(self.instruction)
+        self._start = scene_from_state(self.world.state_vector(), self.colours)
+        self._last_obs = {**self._last_obs, "goal": self._goal.copy()}
+        return {key: value.copy() for key, value in self._last_obs.items()}
+
     def scene(self) -> oracle.SceneState:
         """The current scene as the oracle sees it."""
         return self.world.scene_state()

@@ -1,0 +1,462 @@
+"""The embodiment: run a task as a sequence of skills in one episode, judge each, record it all.
+
+`Embodiment.execute(task, seed)` resets the env on the task, asks the skill library to decompose
+it, and runs the sub-instructions one after the other in the same episode. Each one becomes the
+env's active instruction (its goal is what the observation carries and what the reward scores),
+gets a fresh policy from its skill's executor, and runs for at most its step budget or until
+the oracle says it succeeded, judged against the scene at the start of that skill. At the end
+the oracle judges the whole task against the episode's start. Every skill acts at least once.
+
+`Embodiment.record(records, dataset_id)` appends episodes to a Minari dataset laid out as
+`baselines.datasets` writes them (so `datasets.load` reads them for BC and IQL): `data/` plus the
+`episodes.json` sidecar, whose record per episode (task, skill sequence, per-skill outcomes) is
+also Minari's episode metadata. Per step the dataset holds the active sub-instruction's goal,
+reward and success; an episode's step flags are per skill: the last step of a skill is a
+termination if the skill succeeded and a truncation if its budget ran out (so the flags, like
+the goal, describe the active sub-task; at a truncated boundary the next observation already
+carries the next skill's goal). A new dataset version is built in a hidden staging folder beside
+the dataset and swapped in with renames, under a lock, so an interrupted append loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import minari
+import numpy as np
+from minari.data_collector.episode_buffer import EpisodeBuffer
+from minari.dataset.minari_storage import MinariStorage
+from minari.namespace import create_namespace, list_local_namespaces
+
+import gameon
+from gameon.baselines.datasets import (
+    EPISODES_FILE,
+    check_dataset_id,
+    datasets_root,
+    default_datasets_path,
+    write_json,
+)
+from gameon.envs import ENV_SKILLS, language, oracle
+from gameon.envs.language import SKILLS, Instruction
+from gameon.experimenter.skills import SkillLibrary, as_instruction, default_library
+
+DEFAULT_BUDGETS: dict[str, int] = {
+    "reach": 60,
+    "lift": 100,
+    "push": 150,
+    "place": 200,
+    "stack": 200,
+    "unstack": 200,
+    "tower": 400,
+}
+"""Steps each skill may take before it counts as failed."""
+MAX_EPISODE_STEPS = 2000
+"""The env's time limit: a task's skill budgets must add up to no more."""
+POLICY_NAME = "embodiment"
+"""The `policy` of the embodiment's episodes in `episodes.json` (the experts' is "expert")."""
+
+
+@dataclass
+class SkillOutcome:
+    """How one skill of a task went: the oracle's verdict, its steps and its summed reward."""
+
+    skill: str
+    instruction: str
+    executor: str
+    success: bool
+    steps: int
+    skill_return: float
+
+
+@dataclass
+class EpisodeRecord:
+    """One executed task: its plan, per-skill outcomes, verdict and the buffers for Minari."""
+
+    instruction: str
+    skills: list[str]
+    outcomes: list[SkillOutcome]
+    success: bool
+    steps: int
+    episode_return: float
+    seed: int
+    noise_seed: int
+    observations: dict[str, np.ndarray]
+    """each key (T + 1, ...): the reset observation, then one per step"""
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+    successes: np.ndarray
+    """(T,) bool: the active skill's oracle verdict after each step"""
+
+    @property
+    def skill(self) -> str:
+        """The grammar skill of the task itself."""
+        return language.parse(self.instruction).skill
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON record of `episodes.json`: the collect fields plus plan and outcomes."""
+        return {
+            "instruction": self.instruction,
+            "skill": self.skill,
+            "policy": POLICY_NAME,
+            "seed": self.seed,
+            "noise_seed": self.noise_seed,
+            "success": self.success,
+            "length": self.steps,
+            "return": self.episode_return,
+            "skill_sequence": list(self.skills),
+            "outcomes": [asdict(outcome) for outcome in self.outcomes],
+        }
+
+    def minari_metadata(self) -> dict[str, Any]:
+        """The same record flattened into lists, as HDF5 attributes can hold it."""
+        summary = self.summary()
+        del summary["outcomes"]
+        outcomes = self.outcomes
+        summary["skill_executor"] = [o.executor for o in outcomes]
+        summary["skill_success"] = np.array([o.success for o in outcomes], bool)
+        summary["skill_steps"] = np.array([o.steps for o in outcomes], np.int64)
+        summary["skill_return"] = np.array([o.skill_return for o in outcomes], np.float64)
+        return summary
+
+    def buffer(self, episode_id: int) -> EpisodeBuffer:
+        return EpisodeBuffer(
+            id=episode_id,
+            seed=self.seed,
+            options={"instruction": self.instruction},
+            observations=self.observations,
+            actions=self.actions,
+            rewards=self.rewards,
+            terminations=self.terminations,
+            truncations=self.truncations,
+            infos={"success": self.successes},
+        )
+
+
+def _sub_seed(noise_seed: int, index: int) -> int:
+    """An independent seed for the policy of the index-th skill of an episode."""
+    return int(np.random.SeedSequence((noise_seed, index)).generate_state(1)[0])
+
+
+def _budgets(overrides: Mapping[str, int] | None) -> dict[str, int]:
+    budgets = dict(DEFAULT_BUDGETS)
+    for skill, steps in (overrides or {}).items():
+        if skill not in SKILLS:
+            raise ValueError(
+                f"unknown skill {skill!r} in skill_budget; accepted: {', '.join(SKILLS)}"
+            )
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"skill_budget[{skill!r}] must be a positive integer, got {steps!r}")
+        budgets[skill] = steps
+    return budgets
+
+
+class Embodiment:
+    """Runs tasks with a skill library in one env and records the episodes to Minari."""
+
+    def __init__(
+        self,
+        env_id: str = "GameOn/MultiSkill-v0",
+        library: SkillLibrary | None = None,
+        skill_budget: Mapping[str, int] | None = None,
+        atomic: bool = False,
+        stop_on_failure: bool = False,
+        max_episode_steps: int = MAX_EPISODE_STEPS,
+        env_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if env_id not in ENV_SKILLS:
+            raise ValueError(f"unknown env id {env_id!r}; accepted: {', '.join(ENV_SKILLS)}")
+        if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int):
+            raise ValueError(
+                f"max_episode_steps must be a positive integer, got {max_episode_steps!r}"
+            )
+        if max_episode_steps < 1:
+            raise ValueError(
+                f"max_episode_steps must be a positive integer, got {max_episode_steps}"
+            )
+        env_kwargs = dict(env_kwargs or {})
+        for key in ("terminate_on_success", "max_episode_steps"):
+            if key in env_kwargs:
+                raise ValueError(f"env_kwargs may not set {key!r}: the embodiment sets it")
+        self.env_id = env_id
+        self.library = default_library() if library is None else library
+        self.budgets = _budgets(skill_budget)
+        self.atomic = atomic
+        self.stop_on_failure = stop_on_failure
+        self.max_episode_steps = max_episode_steps
+        self.env = gym.make(
+            env_id, max_episode_steps=max_episode_steps, terminate_on_success=False, **env_kwargs
+        )
+
+    def plan(self, task: str | Instruction) -> list[Instruction]:
+        """The sub-instructions a task runs as, checked to have executors and to fit the limit."""
+        steps = self.library.decompose(task, atomic=self.atomic)
+        for step in steps:
+            self.library.executor_for(step)
+        total = sum(self.budgets[step.skill] for step in steps)
+        if total > self.max_episode_steps:
+            raise ValueError(
+                f"the skills of {as_instruction(task)} may take {total} steps, more than "
+                f"max_episode_steps={self.max_episode_steps}; raise it or lower skill_budget"
+            )
+        return steps
+
+    def execute(
+        self, task: str | Instruction, seed: int, noise_seed: int | None = None
+    ) -> EpisodeRecord:
+        """Run a task's skills in one episode reset with `seed`; policies draw from noise_seed."""
+        instruction = as_instruction(task)
+        steps = self.plan(instruction)
+        noise_seed = seed if noise_seed is None else noise_seed
+        env, world = self.env, self.env.unwrapped
+        observation, _ = env.reset(seed=seed, options={"instruction": instruction})
+        episode_start = world.start_scene
+        observations = [observation]
+        actions, rewards, successes, terminations, truncations = [], [], [], [], []
+        outcomes: list[SkillOutcome] = []
+        ended = False
+        for index, step in enumerate(steps):
+            observation = world.set_instruction(step)
+            observations[-1] = observation
+            executor = self.library.executor_for(step)
+            policy = executor.policy(env, step, _sub_seed(noise_seed, index))
+            start = world.scene()
+            success, count, total = False, 0, 0.0
+            while count < self.budgets[step.skill] and not (success or ended):
+                action = np.asarray(policy(observation), np.float32)
+                observation, reward, terminated, truncated, _ = env.step(action)
+                success = not truncated and oracle.success(step, world.scene(), start)
+                ended = terminated or truncated
+                count, total = count + 1, total + float(reward)
+                observations.append(observation)
+                actions.append(action)
+                rewards.append(float(reward))
+                successes.append(success)
+                terminations.append(False)
+                truncations.append(False)
+            terminations[-1], truncations[-1] = success, not success
+            outcomes.append(
+                SkillOutcome(step.skill, str(step), executor.kind, success, count, total)
+            )
+            if ended or (self.stop_on_failure and not success):
+                break
+        keys = observations[0].keys()
+        return EpisodeRecord(
+            instruction=str(instruction),
+            skills=[str(step) for step in steps],
+            outcomes=outcomes,
+            success=oracle.success(instruction, world.scene(), episode_start),
+            steps=len(actions),
+            episode_return=float(sum(rewards)),
+            seed=seed,
+            noise_seed=noise_seed,
+            observations={key: np.stack([o[key] for o in observations]) for key in keys},
+            actions=np.stack(actions).astype(np.float32),
+            rewards=np.asarray(rewards, np.float64),
+            terminations=np.asarray(terminations, bool),
+            truncations=np.asarray(truncations, bool),
+            successes=np.asarray(successes, bool),
+        )
+
+    def execute_many(
+        self,
+        tasks: Sequence[str | Instruction],
+        seeds: Sequence[int],
+        noise_seeds: Sequence[int] | None = None,
+        progress: bool = False,
+        callback: Callable[[EpisodeRecord], None] | None = None,
+    ) -> list[EpisodeRecord]:
+        """Execute tasks[i] with seeds[i]; an optional progress bar and per-episode callback."""
+        if isinstance(tasks, (str, Instruction)):
+            raise ValueError("tasks must be a list of instructions, not one instruction")
+        noise_seeds = list(seeds) if noise_seeds is None else list(noise_seeds)
+        if not len(tasks) == len(seeds) == len(noise_seeds):
+            raise ValueError(
+                f"give one seed per task: {len(tasks)} tasks, {len(seeds)} seeds, "
+                f"{len(noise_seeds)} noise seeds"
+            )
+        records = []
+        with contextlib.ExitStack() as stack:
+            advance = None
+            if progress:
+                from rich.progress import Progress
+
+                bar = stack.enter_context(Progress(transient=True))
+                job = bar.add_task("executing", total=len(tasks))
+                advance = lambda text: bar.update(job, advance=1, description=text)  # noqa: E731
+            for task, seed, noise_seed in zip(tasks, seeds, noise_seeds, strict=True):
+                record = self.execute(task, int(seed), int(noise_seed))
+                records.append(record)
+                if advance is not None:
+                    wins = sum(r.success for r in records)
+                    advance(f"{wins}/{len(records)} tasks done")
+                if callback is not None:
+                    callback(record)
+        return records
+
+    def record(
+        self,
+        records: Sequence[EpisodeRecord],
+        dataset_id: str,
+        datasets_path: str | Path | None = None,
+        append: bool = True,
+    ) -> Path:
+        """Append episodes to a Minari dataset (created if missing); return its folder."""
+        check_dataset_id(dataset_id)
+        if not records:
+            raise ValueError("no episodes to record")
+        root = Path(datasets_path or default_datasets_path()).resolve()
+        target = root / dataset_id
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _lock(target):
+            _recover(target)
+            if target.exists() and not append:
+                raise FileExistsError(
+                    f"dataset {dataset_id} already exists at {target}; pass append=True to add "
+                    "to it or choose another dataset id"
+                )
+            _ensure_namespace(dataset_id, root)
+            stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+            try:
+                new = stage / dataset_id
+                if target.exists():
+                    shutil.copytree(target, new)
+                    self._append(new, records)
+                else:
+                    self._create(stage, dataset_id, records)
+                _swap_in(new, target)
+            finally:
+                shutil.rmtree(stage, ignore_errors=True)
+        return target
+
+    def _create(self, stage: Path, dataset_id: str, records: Sequence[EpisodeRecord]) -> None:
+        """Write a new dataset of these episodes under the staging root."""
+        with datasets_root(stage):
+            dataset = minari.create_dataset_from_buffers(
+                dataset_id=dataset_id,
+                buffer=[record.buffer(i) for i, record in enumerate(records)],
+                env=self.env,
+                eval_env=self.env_id,
+                algorithm_name="gameon-embodiment",
+                author="gameon-rl",
+                author_email="n/a",
+                code_permalink="gameon.experimenter.embodiment",
+                description=(
+                    f"Tasks of {self.env_id} executed as sequences of skills from the skill "
+                    "library, each skill judged by the oracle."
+                ),
+            )
+            dataset.storage.update_metadata(
+                {
+                    "gameon": {
+                        "env_id": self.env_id,
+                        "skills": list(ENV_SKILLS[self.env_id][0]),
+                        "source": POLICY_NAME,
+                        "gameon_version": gameon.__version__,
+                    }
+                }
+            )
+        self._write_records(stage / dataset_id, dataset.storage, 0, records, {})
+
+    def _append(self, folder: Path, records: Sequence[EpisodeRecord]) -> None:
+        """Add episodes to the copy of a dataset in `folder`, after the ones it has."""
+        storage = MinariStorage.read(folder / "data")
+        if storage.observation_space != self.env.observation_space:
+            raise ValueError(
+                f"{folder.name}: its observations ({storage.observation_space}) differ from "
+                f"this env's ({self.env.observation_space}); record into another dataset"
+            )
+        first = storage.total_episodes
+        sidecar = folder / EPISODES_FILE
+        existing = json.loads(sidecar.read_text())["episodes"] if sidecar.is_file() else {}
+        clash = [key for key in existing if int(key) >= first]
+        if clash:
+            raise ValueError(
+                f"{sidecar} records episodes {clash} that Minari's data does not have; "
+                "the dataset is inconsistent"
+            )
+        storage.update_episodes([record.buffer(first + i) for i, record in enumerate(records)])
+        self._write_records(folder, storage, first, records, existing)
+
+    def _write_records(
+        self,
+        folder: Path,
+        storage: MinariStorage,
+        first: int,
+        records: Sequence[EpisodeRecord],
+        existing: dict[str, Any],
+    ) -> None:
+        """Store each episode's record as Minari episode metadata and in `episodes.json`."""
+        ids = list(range(first, first + len(records)))
+        storage.update_episode_metadata([r.minari_metadata() for r in records], ids)
+        episodes = {**existing, **{str(i): r.summary() for i, r in zip(ids, records, strict=True)}}
+        dataset_id = storage.metadata["dataset_id"]
+        payload = {"dataset_id": dataset_id, "env_id": self.env_id, "episodes": episodes}
+        write_json(folder / EPISODES_FILE, payload)
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __enter__(self) -> Embodiment:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def _lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock on a dataset, so two writers never interleave their swaps."""
+    path = target.with_name(f".{target.name}.lock")
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _old(target: Path) -> Path:
+    return target.with_name(f".{target.name}.old")
+
+
+def _swap_in(new: Path, target: Path) -> None:
+    """Replace `target` by `new`: the old version is moved aside, then removed."""
+    if target.exists():
+        target.rename(_old(target))
+        new.rename(target)
+        shutil.rmtree(_old(target))
+    else:
+        new.rename(target)
+
+
+def _recover(target: Path) -> None:
+    """Finish or roll back a swap that was interrupted, and drop stale staging folders."""
+    old = _old(target)
+    if old.exists():
+        if target.exists():
+            shutil.rmtree(old)
+        else:
+            old.rename(target)
+    for stale in target.parent.glob(f".{target.name}.staging-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _ensure_namespace(dataset_id: str, root: Path) -> None:
+    """Register the dataset id's Minari namespace under `root` if it is not there yet."""
+    if "/" not in dataset_id:
+        return
+    namespace = dataset_id.rsplit("/", 1)[0]
+    with datasets_root(root):
+        if namespace not in list_local_namespaces():
+            create_namespace(namespace)
