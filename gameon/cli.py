@@ -1,10 +1,10 @@
-"""The `gameon` command line: list the environments, record a scripted expert's episode."""
+"""The `gameon` command line: list the envs, record a scripted expert's episode, run experiments."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import gymnasium as gym
@@ -13,6 +13,7 @@ import tyro
 
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
+from gameon.experimenter.loop import LoopConfig, load_state, run_experiment
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 FPS = 20
@@ -52,6 +53,19 @@ class Demo:
     """scale of the expert's action noise"""
     max_steps: int | None = None
     """step limit of the episode; by default the env's own"""
+
+
+@dataclass
+class Experiment(LoopConfig):
+    """Run the collect protocol (the Game On cycle): practise tasks, record them, retrain, evaluate.
+
+    An existing run folder of the same config resumes where it stopped.
+    """
+
+    run_dir: Path | None = None
+    """output folder (default: runs/experiment__{curriculum}__{learner}__{seed})"""
+    progress: bool = True
+    """show progress bars over iterations and episodes"""
 
 
 def _accepted(values: Sequence[str]) -> str:
@@ -173,10 +187,34 @@ def demo(args: Demo) -> dict:
     return result
 
 
+def experiment(args: Experiment) -> dict:
+    """Run (or resume) a collect experiment; print where its record and curves are."""
+    config = LoopConfig(**{f.name: getattr(args, f.name) for f in fields(LoopConfig)})
+    run_dir = args.run_dir or Path(
+        "runs", f"experiment__{config.curriculum}__{config.learner}__{config.seed}"
+    )
+    try:
+        config.validate()
+        load_state(run_dir, config)
+    except ValueError as error:
+        raise UsageError(" ".join(str(error).split())) from None
+    try:
+        record = run_experiment(config, run_dir, progress=args.progress)
+    except ModuleNotFoundError as error:
+        raise UsageError(f"experiments need gameon-rl[train] and matplotlib: {error}") from None
+    print(f"stopped:  {record['stopped']} after iteration {record['iterations_done']}")
+    print(f"episodes: {record['episodes_collected']}")
+    for skill, rates in record["curves"].items():
+        print(f"  {skill:8s} success {rates[-1]:.2f}")
+    print(f"record:   {run_dir / 'record.json'}")
+    print(f"curves:   {run_dir / 'curves.png'}")
+    return record
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `gameon` command."""
     args = tyro.extras.subcommand_cli_from_dict(
-        {"envs": Envs, "demo": Demo},
+        {"envs": Envs, "demo": Demo, "experiment": Experiment},
         prog="gameon",
         description="GameOn-RL: language-goal MuJoCo block stacking.",
         args=argv,
@@ -184,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         if isinstance(args, Envs):
             list_envs()
+        elif isinstance(args, Experiment):
+            experiment(args)
         else:
             demo(args)
     except UsageError as error:

@@ -98,3 +98,50 @@ def test_readme_tables_are_current() -> None:
     readme = (root / "README.md").read_text().splitlines()
     for line in tables["envs_table"]() + tables["thresholds_table"]():
         assert line in readme, f"stale README.md; see python scripts/readme_tables.py:\n{line}"
+
+
+def test_experiment_help_lists_the_loop_options() -> None:
+    result = run_cli("experiment", "--help")
+    assert result.returncode == 0, result.stderr
+    for option in ("--curriculum", "--learner", "--iterations", "--run-dir", "--stop-threshold"):
+        assert option in result.stdout
+
+
+def test_experiment_vlm_curriculum_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["experiment", "--curriculum", "vlm", "--run-dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "vlm" in err and "not available yet" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_experiment_runs_and_prints_where_its_files_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("minari")
+    pytest.importorskip("matplotlib")
+    run_dir = tmp_path / "run"
+    args = [
+        "experiment",
+        "--env-id", "GameOn/Reach-v0",
+        "--practice-env-id", "GameOn/Reach-v0",
+        "--curriculum", "fixed",
+        "--iterations", "1",
+        "--episodes-per-iteration", "2",
+        "--seed-episodes", "2",
+        "--num-updates", "100",
+        "--eval-episodes-per-skill", "1",
+        "--no-auto-stop",
+        "--no-progress",
+        "--run-dir", str(run_dir),
+    ]  # fmt: skip
+    main(args)
+    out = capsys.readouterr().out
+    assert str(run_dir / "record.json") in out and str(run_dir / "curves.png") in out
+    assert (run_dir / "record.json").is_file() and (run_dir / "curves.png").is_file()
+    with pytest.raises(SystemExit) as exit_info:  # same folder, another config: refused
+        main([*args, "--seed", "1"])
+    assert exit_info.value.code == 2
+    assert "another config" in capsys.readouterr().err

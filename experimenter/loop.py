@@ -1,0 +1,527 @@
+"""The collect protocol (the Game On cycle): practise, record, retrain, evaluate, repeat.
+
+    python -m gameon.cli experiment --env-id GameOn/Tower-v0 --curriculum lp --learner bc
+
+Iteration 0 records a seed dataset of noisy scripted experts, trains the offline learner on it and
+evaluates the policy per skill. Every later iteration:
+
+1. the curriculum proposes `episodes_per_iteration` tasks of the practice env;
+2. the embodiment runs each one as the skill library decomposes it, every skill with its current
+   executor: the learned policy for a skill whose latest evaluation passed `promote_threshold`,
+   otherwise the scripted expert with action noise;
+3. the per-task outcomes update the curriculum;
+4. the episodes join the dataset; the learner (BC or IQL) retrains from scratch on all of it;
+5. the policy is evaluated per skill on the evaluation env's shared suite, the skills that pass
+   `promote_threshold` switch to the new policy, the curves grow.
+
+The run stops after `iterations` iterations, or as soon as every skill of the target env reaches
+`stop_threshold` in an evaluation. Everything random derives from (`seed`, iteration): the same
+seed gives the same run, whether it ran through or was killed and resumed.
+
+Files in the run folder:
+
+- `state.json`: the committed state, rewritten atomically after every iteration;
+- `datasets/iter_{k}/`: the Minari datasets root holding `gameon/collect-v0` as committed by
+  iteration k (only the latest committed one is kept);
+- `policies/iter_{k}/`: the learner's checkpoint, logs and evaluation of iteration k;
+- `record.json` (the run record) and `curves.png` (per-skill success per iteration).
+
+Resume and "nothing lost, nothing twice": the dataset of iteration k is a copy of iteration k-1's
+plus the new episodes, in its own root `datasets/iter_{k}`. The state names the root it committed,
+so the moment `state.json` is replaced is the single commit point of an iteration: before it, the
+committed state still names the previous, untouched dataset; after it, the new one. On start, any
+dataset root or policy folder that the state does not name as committed (the leftovers of an
+interrupted iteration, or the previous root whose deletion was interrupted) is removed and the
+interrupted iteration runs again from its seeds, so it collects exactly the episodes it would have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+import gameon
+from gameon.envs import ENV_SKILLS
+from gameon.experimenter.curriculum import (
+    CURRICULA,
+    Curriculum,
+    Outcome,
+    curriculum_for_env,
+    make_curriculum,
+)
+from gameon.experimenter.skills import (
+    LearnedExecutor,
+    ScriptedExecutor,
+    SkillLibrary,
+    default_library,
+)
+
+if TYPE_CHECKING:  # minari is imported only when a run starts
+    from gameon.experimenter.embodiment import Embodiment, EpisodeRecord
+
+STATE_FORMAT = "gameon-collect-state-v1"
+DATASET_ID = "gameon/collect-v0"
+"""Minari id of the run's dataset (inside each `datasets/iter_{k}` root)."""
+LEARNERS = ("bc", "iql")
+SEED_LOW, SEED_HIGH = 2**20, 2**31
+"""Episode reset seeds come from this range, far from the evaluation suite's (10_000 + i)."""
+
+
+@dataclass
+class LoopConfig:
+    """What one collect run does; the same config and seed give the same run."""
+
+    env_id: str = "GameOn/Tower-v0"
+    """target env: the run is done when every skill of its tasks is mastered"""
+    practice_env_id: str = "GameOn/MultiSkill-v0"
+    """env whose tasks the curriculum proposes and the embodiment runs (must cover the target's)"""
+    eval_env_id: str | None = None
+    """env whose suite evaluates each skill (None: the practice env, so every skill gets a curve)"""
+    curriculum: str = "lp"
+    """curriculum over the practice env's tasks: fixed | hand | lp (vlm is not available yet)"""
+    learner: Literal["bc", "iql"] = "bc"
+    """offline learner retrained on the whole dataset every iteration"""
+    seed: int = 0
+    """seed of everything: curriculum, episode seeds, expert noise and the learner"""
+    iterations: int = 5
+    """collect iterations after iteration 0 (the seed dataset)"""
+    episodes_per_iteration: int = 20
+    """tasks the curriculum proposes and the embodiment runs per iteration"""
+    seed_episodes: int = 50
+    """tasks of the seed dataset, sampled uniformly from the practice env's task set"""
+    seed_noise: float = 0.1
+    """std of the scripted experts' action noise (seed dataset and skills not yet promoted)"""
+    num_updates: int = 5_000
+    """gradient steps of each retraining (from scratch on the whole dataset)"""
+    eval_episodes_per_skill: int = 10
+    """episodes per skill of the evaluation after each iteration"""
+    promote_threshold: float = 0.8
+    """a skill whose evaluated success reaches this runs with the learned policy"""
+    stop_threshold: float = 0.9
+    """the run stops when every target skill's evaluated success reaches this"""
+    auto_stop: bool = True
+    """stop early once the target skills are mastered (otherwise run every iteration)"""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field and what it accepts."""
+        for name in ("env_id", "practice_env_id", "eval_env_id"):
+            value = getattr(self, name)
+            if value not in ENV_SKILLS and not (name == "eval_env_id" and value is None):
+                raise ValueError(f"unknown {name} {value!r}; accepted: {', '.join(ENV_SKILLS)}")
+        if self.curriculum == "vlm":
+            make_curriculum("vlm")  # raises the "not available yet" error
+        if self.curriculum not in CURRICULA:
+            raise ValueError(
+                f"unknown curriculum {self.curriculum!r}; accepted: {', '.join(CURRICULA)}"
+            )
+        if self.learner not in LEARNERS:
+            raise ValueError(f"unknown learner {self.learner!r}; accepted: {', '.join(LEARNERS)}")
+        for role, env_id in (("practice", self.practice_env_id), ("eval", self.eval_env)):
+            missing = [s for s in self.target_skills if s not in ENV_SKILLS[env_id][0]]
+            if missing:
+                raise ValueError(
+                    f"{role} env {env_id} lacks the target skills {missing} of {self.env_id}; "
+                    "use GameOn/MultiSkill-v0"
+                )
+        minimums = {
+            "iterations": 0,
+            "episodes_per_iteration": 1,
+            "seed_episodes": 1,
+            "num_updates": 1,
+            "eval_episodes_per_skill": 1,
+        }
+        for name, low in minimums.items():
+            if getattr(self, name) < low:
+                raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
+        make_loop_curriculum(self)  # e.g. hand's stages need a practice env that has them
+        if self.seed_noise < 0:
+            raise ValueError(f"seed_noise must be >= 0, got {self.seed_noise}")
+        for name in ("promote_threshold", "stop_threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+
+    @property
+    def eval_env(self) -> str:
+        """The env whose suite evaluates the policy."""
+        return self.eval_env_id or self.practice_env_id
+
+    @property
+    def target_skills(self) -> tuple[str, ...]:
+        """The skills of the target env's tasks."""
+        return ENV_SKILLS[self.env_id][0]
+
+
+def make_loop_curriculum(config: LoopConfig) -> Curriculum:
+    """The run's curriculum over the practice env's tasks, seeded with the run's seed."""
+    return curriculum_for_env(config.practice_env_id, config.curriculum, config.seed)
+
+
+# -- seeds ------------------------------------------------------------------------------------
+
+
+def episode_seeds(seed: int, iteration: int, n: int) -> tuple[list[int], list[int]]:
+    """Reset seeds and policy-noise seeds of an iteration's episodes, from (seed, iteration)."""
+    rng = np.random.default_rng([seed, iteration, 0])
+    resets = rng.integers(SEED_LOW, SEED_HIGH, size=n)
+    noises = rng.integers(SEED_LOW, SEED_HIGH, size=n)
+    return [int(s) for s in resets], [int(s) for s in noises]
+
+
+def learner_seed(seed: int, iteration: int) -> int:
+    """The offline learner's seed of an iteration, from (seed, iteration)."""
+    return int(np.random.default_rng([seed, iteration, 1]).integers(0, 2**31))
+
+
+# -- files ------------------------------------------------------------------------------------
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """Write JSON atomically and durably: a synced temporary file beside `path`, then a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as file:
+        file.write(json.dumps(payload, indent=2) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+    tmp.replace(path)
+
+
+def dataset_root(run_dir: Path, iteration: int) -> Path:
+    """The Minari datasets root holding the dataset as iteration `iteration` committed it."""
+    return run_dir / "datasets" / f"iter_{iteration}"
+
+
+def policy_dir(run_dir: Path, iteration: int) -> Path:
+    """Where the learner of iteration `iteration` writes its checkpoint and logs."""
+    return run_dir / "policies" / f"iter_{iteration}"
+
+
+def load_state(run_dir: Path, config: LoopConfig) -> dict | None:
+    """The committed state of a run folder (None if new); ValueError if another config's."""
+    path = run_dir / "state.json"
+    if not path.is_file():
+        return None
+    state = json.loads(path.read_text())
+    if state.get("format") != STATE_FORMAT:
+        raise ValueError(f"{path} is not a collect state ({STATE_FORMAT})")
+    saved, wanted = state["config"], asdict(config)
+    changed = [k for k in wanted if k != "iterations" and saved.get(k) != wanted[k]]
+    if changed:
+        raise ValueError(
+            f"{run_dir} holds a run with another config ({', '.join(changed)} differ); "
+            "resume with the same config (only iterations may change) or use another run dir"
+        )
+    return state
+
+
+def remove_uncommitted(run_dir: Path, state: dict | None) -> None:
+    """Delete dataset roots and policy folders that the committed state does not name."""
+    keep_dataset = None if state is None else run_dir / state["dataset"]["root"]
+    last = -1 if state is None else state["iteration"]
+    for root in sorted((run_dir / "datasets").glob("*")):
+        if root != keep_dataset:
+            shutil.rmtree(root) if root.is_dir() else root.unlink()
+    for folder in sorted((run_dir / "policies").glob("iter_*")):
+        if int(folder.name.removeprefix("iter_")) > last:
+            shutil.rmtree(folder)
+
+
+def copy_dataset(run_dir: Path, source: Path, iteration: int) -> Path:
+    """Copy the committed dataset root into iteration `iteration`'s root; return it."""
+    target = dataset_root(run_dir, iteration)
+    tmp = target.with_name(target.name + ".copying")
+    shutil.copytree(source, tmp)
+    tmp.rename(target)
+    return target
+
+
+# -- one iteration ----------------------------------------------------------------------------
+
+
+def train_and_evaluate(config: LoopConfig, iteration: int, root: Path, run_dir: Path) -> dict:
+    """Train the learner from scratch on the dataset in `root`; return its summary."""
+    learner = importlib.import_module(f"gameon.baselines.{config.learner}")  # needs torch
+    folder = policy_dir(run_dir, iteration)
+    folder.mkdir(parents=True, exist_ok=True)
+    args = learner.Args(
+        dataset_id=DATASET_ID,
+        datasets_path=str(root),
+        env_id=config.eval_env,
+        seed=learner_seed(config.seed, iteration),
+        num_updates=config.num_updates,
+        eval_episodes_per_skill=config.eval_episodes_per_skill,
+        run_dir=str(folder),
+    )
+    with open(folder / "train.log", "w") as log, contextlib.redirect_stdout(log):
+        return learner.train(args)
+
+
+def promote(
+    library: SkillLibrary, rates: dict[str, float], checkpoint: str, config: LoopConfig
+) -> None:
+    """Give each evaluated skill the new policy if it passed promote_threshold, else its expert."""
+    for skill, rate in rates.items():
+        if skill not in library or library.get(skill).is_macro:
+            continue
+        if rate >= config.promote_threshold:
+            library.replace_executor(skill, LearnedExecutor(checkpoint))
+        else:
+            library.replace_executor(skill, ScriptedExecutor(config.seed_noise))
+
+
+def mastered(config: LoopConfig, rates: dict[str, float]) -> bool:
+    """Whether every target skill reached stop_threshold in this evaluation."""
+    return all(rates.get(skill, 0.0) >= config.stop_threshold for skill in config.target_skills)
+
+
+def run_iteration(
+    config: LoopConfig,
+    run_dir: Path,
+    iteration: int,
+    state: dict | None,
+    curriculum: Curriculum,
+    embodiment: Embodiment,
+    on_episode: Callable[[EpisodeRecord], None],
+) -> dict:
+    """Collect, record, retrain and evaluate one iteration; return the state to commit."""
+    start = time.perf_counter()
+    if iteration == 0:
+        rng = np.random.default_rng([config.seed, 0, 2])
+        picks = rng.integers(len(curriculum.tasks), size=config.seed_episodes)
+        tasks = [curriculum.tasks[int(i)] for i in picks]
+    else:
+        tasks = curriculum.propose_batch(config.episodes_per_iteration)
+    seeds, noise_seeds = episode_seeds(config.seed, iteration, len(tasks))
+    records = embodiment.execute_many(tasks, seeds, noise_seeds, callback=on_episode)
+    if iteration > 0:
+        outcomes = [Outcome(r.instruction, r.success, r.episode_return) for r in records]
+        curriculum.update_batch(outcomes)
+
+    if state is None:
+        root = dataset_root(run_dir, 0)
+    else:
+        root = copy_dataset(run_dir, run_dir / state["dataset"]["root"], iteration)
+    embodiment.record(records, DATASET_ID, root, append=True)
+    summary = train_and_evaluate(config, iteration, root, run_dir)
+    rates = {skill: r["rate"] for skill, r in summary["eval"]["per_skill"].items()}
+    checkpoint = str(Path(summary["checkpoint"]).resolve())
+    promote(embodiment.library, rates, checkpoint, config)
+
+    episodes = (0 if state is None else state["dataset"]["episodes"]) + len(records)
+    curves = {} if state is None else {k: list(v) for k, v in state["curves"].items()}
+    for skill, rate in rates.items():
+        curves.setdefault(skill, []).append(rate)
+    history = [] if state is None else list(state["history"])
+    history.append(
+        {
+            "iteration": iteration,
+            "tasks": tasks,
+            "seeds": seeds,
+            "noise_seeds": noise_seeds,
+            "task_success": [bool(r.success) for r in records],
+            "plans": [r.skills for r in records],
+            "dataset_episodes": episodes,
+            "learner_seed": learner_seed(config.seed, iteration),
+            "eval": rates,
+            "success_rate": summary["eval"]["success_rate"],
+            "executors": {s.name: s.executor.kind for s in embodiment.library},
+            "seconds": time.perf_counter() - start,
+        }
+    )
+    done = mastered(config, rates)
+    return {
+        "format": STATE_FORMAT,
+        "config": asdict(config),
+        "iteration": iteration,
+        "stopped": "mastered" if config.auto_stop and done else None,
+        "curriculum": curriculum.state_dict(),
+        "library": embodiment.library.to_dict(),
+        "curves": curves,
+        "history": history,
+        "dataset": {
+            "id": DATASET_ID,
+            "root": str(root.relative_to(run_dir)),
+            "episodes": episodes,
+        },
+        "policy": str(Path(summary["checkpoint"]).resolve().relative_to(run_dir.resolve())),
+        "seed": config.seed,
+        "wall_seconds": (0.0 if state is None else state["wall_seconds"]) + history[-1]["seconds"],
+    }
+
+
+def commit(run_dir: Path, state: dict, previous: dict | None) -> None:
+    """Write the state (the commit point), then drop the dataset root it supersedes."""
+    write_json(run_dir / "state.json", state)
+    if previous is not None and previous["dataset"]["root"] != state["dataset"]["root"]:
+        shutil.rmtree(run_dir / previous["dataset"]["root"], ignore_errors=True)
+
+
+# -- outputs ----------------------------------------------------------------------------------
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the packages a run's numbers depend on."""
+    found = {}
+    for package in ("gameon-rl", "mujoco", "gymnasium", "torch", "minari", "numpy"):
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def git_commit() -> str | None:
+    """The source tree's git commit, if it is a git checkout."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(gameon.__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip() or None
+
+
+def run_record(config: LoopConfig, state: dict) -> dict:
+    """The run record: config, per-iteration per-skill success, episodes, time, versions."""
+    budget_spent = state["iteration"] >= config.iterations
+    stopped = state["stopped"] or ("budget" if budget_spent else "interrupted")
+    return {
+        "protocol": "collect",
+        "curriculum": config.curriculum,
+        "learner": config.learner,
+        "env_id": config.env_id,
+        "practice_env_id": config.practice_env_id,
+        "eval_env_id": config.eval_env,
+        "seed": config.seed,
+        "config": asdict(config),
+        "iterations_done": state["iteration"],
+        "stopped": stopped,
+        "target_mastered": mastered(config, state["history"][-1]["eval"]),
+        "episodes_collected": state["dataset"]["episodes"],
+        "curves": state["curves"],
+        "iterations": [
+            {
+                "iteration": h["iteration"],
+                "episodes": h["dataset_episodes"],
+                "task_success_rate": float(np.mean(h["task_success"])),
+                "success_rate": h["success_rate"],
+                "per_skill": h["eval"],
+                "executors": h["executors"],
+            }
+            for h in state["history"]
+        ],
+        "dataset": state["dataset"],
+        "policy": state["policy"],
+        "wall_seconds": state["wall_seconds"],
+        "versions": versions(),
+        "git_commit": git_commit(),
+    }
+
+
+def plot_curves(state: dict, path: Path) -> None:
+    """Plot per-skill evaluated success per iteration to a PNG, atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for skill, rates in state["curves"].items():
+        axes.plot(range(len(rates)), rates, marker="o", label=skill)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel("iteration")
+    axes.set_ylabel("evaluated success")
+    axes.set_ylim(-0.05, 1.05)
+    axes.set_title(f"collect: {state['config']['curriculum']} + {state['config']['learner']}")
+    axes.legend()
+    figure.tight_layout()
+    tmp = path.with_name(path.name + ".tmp")
+    figure.savefig(tmp, format="png", dpi=100)
+    plt.close(figure)
+    tmp.replace(path)
+
+
+def write_outputs(config: LoopConfig, run_dir: Path, state: dict) -> dict:
+    """Write record.json and curves.png from the committed state; return the record."""
+    record = run_record(config, state)
+    write_json(run_dir / "record.json", record)
+    plot_curves(state, run_dir / "curves.png")
+    return record
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+def finished(config: LoopConfig, state: dict | None) -> bool:
+    """Whether the committed state ends the run (budget spent or target mastered)."""
+    if state is None:
+        return False
+    return state["stopped"] is not None or state["iteration"] >= config.iterations
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool) -> Iterator[Any]:
+    """A rich progress display (on stderr) with an iterations bar and an episodes bar."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), disable=not enabled) as bar:
+        yield bar
+
+
+def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> dict:
+    """Run (or resume) the collect loop in `run_dir`; return the run record."""
+    from gameon.experimenter.embodiment import Embodiment  # needs minari
+
+    config.validate()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = load_state(run_dir, config)
+    remove_uncommitted(run_dir, state)
+    curriculum = make_loop_curriculum(config)
+    if state is None:
+        library = default_library(noise=config.seed_noise)
+    else:
+        curriculum.load_state_dict(state["curriculum"])
+        library = SkillLibrary.from_dict(state["library"])
+
+    with Embodiment(config.practice_env_id, library) as embodiment, progress_bar(progress) as bar:
+        done = 0 if state is None else state["iteration"] + 1
+        iterations = bar.add_task("iterations", total=config.iterations + 1, completed=done)
+        episodes = bar.add_task("episodes", total=config.seed_episodes)
+        while not finished(config, state):
+            iteration = 0 if state is None else state["iteration"] + 1
+            count = config.seed_episodes if iteration == 0 else config.episodes_per_iteration
+            bar.reset(episodes, total=count, description=f"iteration {iteration}: episodes")
+            new = run_iteration(
+                config,
+                run_dir,
+                iteration,
+                state,
+                curriculum,
+                embodiment,
+                on_episode=lambda _: bar.advance(episodes),
+            )
+            commit(run_dir, new, state)
+            state = new
+            write_outputs(config, run_dir, state)
+            bar.advance(iterations)
+    return write_outputs(config, run_dir, state)

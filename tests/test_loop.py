@@ -1,0 +1,205 @@
+"""The collect loop: a tiny run's files, kill-and-resume equals running through, curricula."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("minari")
+pytest.importorskip("matplotlib")
+
+from gameon.baselines.datasets import episode_records  # noqa: E402
+from gameon.experimenter.loop import DATASET_ID, LoopConfig, run_experiment  # noqa: E402
+
+TINY = LoopConfig(
+    env_id="GameOn/Reach-v0",
+    practice_env_id="GameOn/Reach-v0",
+    curriculum="fixed",
+    iterations=2,
+    episodes_per_iteration=3,
+    seed_episodes=3,
+    num_updates=200,
+    eval_episodes_per_skill=1,
+    auto_stop=False,
+)
+
+
+def final_state(run_dir: Path) -> dict:
+    """What must match between two runs of one seed: curves, curriculum, episode counts."""
+    state = json.loads((run_dir / "state.json").read_text())
+    keys = ("tasks", "seeds", "noise_seeds", "task_success", "eval", "executors")
+    history = [{k: h[k] for k in keys} for h in state["history"]]
+    return {
+        "iteration": state["iteration"],
+        "curves": state["curves"],
+        "curriculum": state["curriculum"],
+        "episodes": state["dataset"]["episodes"],
+        "history": history,
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    run_dir = tmp_path_factory.mktemp("tiny")
+    return run_dir, run_experiment(TINY, run_dir, progress=False)
+
+
+def test_tiny_run_writes_state_record_curves_and_dataset(tiny_run: tuple[Path, dict]) -> None:
+    run_dir, record = tiny_run
+    for name in ("state.json", "record.json", "curves.png"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    expected = TINY.seed_episodes + TINY.iterations * TINY.episodes_per_iteration
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["iteration"] == TINY.iterations
+    assert state["dataset"]["episodes"] == record["episodes_collected"] == expected
+    root = run_dir / state["dataset"]["root"]
+    assert len(episode_records(DATASET_ID, root)) == expected
+    assert sorted(p.name for p in (run_dir / "datasets").iterdir()) == [root.name]
+    assert len(state["curves"]["reach"]) == TINY.iterations + 1
+    assert (run_dir / state["policy"]).is_file()
+    for k in range(TINY.iterations + 1):
+        assert (run_dir / "policies" / f"iter_{k}" / "checkpoint.pt").is_file()
+    saved = json.loads((run_dir / "record.json").read_text())
+    assert saved["protocol"] == "collect" and saved["stopped"] == "budget"
+    assert saved["config"] == asdict(TINY)
+    assert [it["episodes"] for it in saved["iterations"]] == [3, 6, 9]
+    assert {"gameon-rl", "mujoco", "gymnasium", "torch"} <= set(saved["versions"])
+    assert saved["wall_seconds"] > 0
+
+
+def test_a_finished_run_resumes_as_a_no_op(tiny_run: tuple[Path, dict]) -> None:
+    run_dir, record = tiny_run
+    before = final_state(run_dir)
+    again = run_experiment(TINY, run_dir, progress=False)
+    assert final_state(run_dir) == before
+    assert again["curves"] == record["curves"]
+    with pytest.raises(ValueError, match="another config"):
+        run_experiment(replace(TINY, seed=1), run_dir, progress=False)
+
+
+SCRIPT = """
+import json, sys
+from pathlib import Path
+from gameon.experimenter.loop import LoopConfig, run_experiment
+run_experiment(LoopConfig(**json.loads(sys.argv[1])), Path(sys.argv[2]), progress=False)
+"""
+
+
+def start_and_kill(run_dir: Path, sign: str, timeout: float = 120.0) -> bool:
+    """Run TINY in a subprocess and SIGKILL it once `sign` exists; False if it finished first."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, json.dumps(asdict(TINY)), str(run_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            if (run_dir / sign).exists():
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                return True
+            time.sleep(0.01)
+        assert process.poll() is not None, f"the run neither reached {sign} nor finished"
+        assert process.returncode == 0, process.stderr.read().decode()
+        return False
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stderr.close()
+
+
+def committed_iteration(run_dir: Path) -> int:
+    return json.loads((run_dir / "state.json").read_text())["iteration"]
+
+
+def test_killed_and_resumed_equals_uninterrupted(
+    tiny_run: tuple[Path, dict], tmp_path: Path
+) -> None:
+    # Kill 1: iteration 1 has copied the dataset (its root exists), nothing of it is committed.
+    for attempt in range(3):
+        run_dir = tmp_path / f"killed_{attempt}"
+        if start_and_kill(run_dir, "datasets/iter_1"):
+            break
+    else:
+        pytest.fail("the subprocess finished every time before it could be killed")
+    assert committed_iteration(run_dir) == 0
+    # Kill 2: iteration 2 has recorded its episodes and is training; iteration 1 is committed.
+    killed_again = start_and_kill(run_dir, "policies/iter_2")
+    if killed_again:
+        assert committed_iteration(run_dir) == 1
+        extra = episode_records(DATASET_ID, run_dir / "datasets" / "iter_2")
+        assert len(extra) == 9  # more episodes on disk than the 6 the state committed
+    run_experiment(TINY, run_dir, progress=False)
+    assert final_state(run_dir) == final_state(tiny_run[0])
+    root = run_dir / json.loads((run_dir / "state.json").read_text())["dataset"]["root"]
+    assert len(episode_records(DATASET_ID, root)) == 9
+    assert [p.name for p in (run_dir / "datasets").iterdir()] == [root.name]
+
+
+@pytest.mark.parametrize("curriculum", ["fixed", "hand", "lp"])
+def test_each_curriculum_runs_an_iteration(tmp_path: Path, curriculum: str) -> None:
+    config = replace(
+        TINY,
+        practice_env_id="GameOn/MultiSkill-v0",
+        curriculum=curriculum,
+        iterations=1,
+        episodes_per_iteration=2,
+        seed_episodes=2,
+    )
+    record = run_experiment(config, tmp_path, progress=False)
+    assert record["episodes_collected"] == 4
+    assert len(record["curves"]["reach"]) == 2
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["curriculum"]["name"] == curriculum
+    if curriculum == "hand":  # the first stage practises reach only
+        assert all(t.startswith("move the gripper") for t in state["history"][1]["tasks"])
+
+
+def test_promoted_skill_runs_its_learned_policy(tmp_path: Path) -> None:
+    record = run_experiment(replace(TINY, iterations=1, promote_threshold=0.0), tmp_path, False)
+    assert [it["executors"]["reach"] for it in record["iterations"]] == ["learned", "learned"]
+    state = json.loads((tmp_path / "state.json").read_text())
+    reach = next(s for s in state["library"]["skills"] if s["name"] == "reach")
+    checkpoint = str((tmp_path / state["policy"]).resolve())
+    assert reach["executor"] == {"kind": "learned", "checkpoint": checkpoint}
+    episodes = episode_records(DATASET_ID, tmp_path / state["dataset"]["root"])
+    executors = [o["executor"] for _, e in sorted(episodes.items()) for o in e["outcomes"]]
+    assert executors == ["scripted"] * 3 + ["learned"] * 3
+
+
+def test_mastered_target_stops_the_run(tmp_path: Path) -> None:
+    config = replace(TINY, stop_threshold=0.0, auto_stop=True)
+    record = run_experiment(config, tmp_path, progress=False)
+    assert record["stopped"] == "mastered" and record["iterations_done"] == 0
+    assert record["target_mastered"] and record["episodes_collected"] == TINY.seed_episodes
+    assert run_experiment(config, tmp_path, progress=False)["iterations_done"] == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"curriculum": "vlm"}, "not available yet"),
+        ({"curriculum": "nope"}, "fixed, hand, lp"),
+        ({"learner": "ppo"}, "bc, iql"),
+        ({"env_id": "GameOn/Tower-v0", "practice_env_id": "GameOn/Reach-v0"}, "MultiSkill"),
+        ({"iterations": -1}, "iterations"),
+        ({"stop_threshold": 1.5}, "stop_threshold"),
+    ],
+)
+def test_bad_config_is_refused_before_anything_runs(
+    tmp_path: Path, change: dict, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        run_experiment(replace(TINY, **change), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
