@@ -2,17 +2,23 @@
 and the checkpoint format that turns a saved actor back into a policy callable.
 
 One file per algorithm stays readable top to bottom; only the pieces a reloaded policy needs (so
-that the experimenter can run any learner's checkpoint as a skill) live here.
+that the experimenter can run any learner's checkpoint as a skill) and the plumbing around run
+folders, evaluation and checkpoints that the learners share live here.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
 import math
 import pickle
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -20,8 +26,13 @@ import torch
 from torch import nn
 
 import gameon
+from gameon.benchmark.evaluation import EvalReport, evaluate, evaluation_suite
 from gameon.envs.language import COLOURS, MAX_TOWER, SKILLS, parse
 from gameon.envs.world import PROPRIO_SIZE, state_size
+from gameon.experimenter.curriculum import Curriculum, save_curriculum
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 CHECKPOINT_FORMAT = "gameon-policy-v2"
 """v2: flat observations end with the instruction's blocks relative to the TCP."""
@@ -255,3 +266,84 @@ class SkillTally:
             skill: {"episodes": count, "successes": self.successes[skill]}
             for skill, count in sorted(self.episodes.items())
         }
+
+
+def default_run_dir(algo: str, name: str, seed: int) -> Path:
+    """runs/{algo}__{name with / as _}__{seed}__{unix time}, as CleanRL names its runs."""
+    return Path("runs") / f"{algo}__{name.replace('/', '_')}__{seed}__{int(time.time())}"
+
+
+def evaluate_and_save(
+    algo: str,
+    args: Any,
+    actor: Actor,
+    normalizer: Normalizer,
+    run_dir: Path,
+    global_step: int,
+    writer: SummaryWriter,
+    on_eval: Callable[[Policy, EvalReport, int], None] | None,
+    curriculum: Curriculum,
+) -> EvalReport:
+    """Score an online learner's deterministic policy on the shared suite; write eval.json,
+    checkpoint.pt and curriculum.json (the curriculum's state, also in the checkpoint's extra).
+
+    `args` is the learner's Args dataclass: saved whole in the checkpoint, and read for env_id,
+    reward_mode, eval_episodes_per_skill, capture_video (an MP4 per evaluation in
+    run_dir/videos/eval_{global_step}.mp4) and torch_threads.
+    """
+    actor.eval()
+    policy = make_policy(actor, normalizer)
+    report = evaluate(
+        policy,
+        args.env_id,
+        episodes_per_skill=args.eval_episodes_per_skill,
+        env_kwargs={"reward_mode": args.reward_mode},
+        video=run_dir / "videos" / f"eval_{global_step}.mp4" if args.capture_video else None,
+    )
+    actor.train()
+    torch.set_num_threads(args.torch_threads)
+    record = {**report.to_dict(), "global_step": global_step}
+    (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
+    save_checkpoint(
+        run_dir / "checkpoint.pt",
+        algo,
+        args.env_id,
+        actor,
+        normalizer,
+        dataclasses.asdict(args),
+        extra={"global_step": global_step, "curriculum": curriculum.state_dict()},
+    )
+    save_curriculum(run_dir / "curriculum.json", curriculum)
+    writer.add_scalar("eval/success_rate", report.success_rate, global_step)
+    for skill, rate in report.rates().items():
+        writer.add_scalar(f"eval/success_rate_{skill}", rate, global_step)
+    rates = ", ".join(f"{skill} {rate:.2f}" for skill, rate in report.rates().items())
+    print(f"eval at step {global_step}: success {report.success_rate:.2f} ({rates})")
+    if on_eval is not None:
+        on_eval(policy, report, global_step)
+    return report
+
+
+def evaluate_actor(
+    actor: Actor,
+    normalizer: Normalizer,
+    env_id: str,
+    episodes_per_skill: int,
+    torch_threads: int,
+) -> EvalReport:
+    """Evaluate a CPU copy of an (offline learner's) actor on the shared suite, then set torch
+    back to `torch_threads` threads for training."""
+    policy = make_policy(copy.deepcopy(actor).cpu().eval(), normalizer)
+    report = evaluate(policy, env_id, episodes_per_skill=episodes_per_skill)
+    torch.set_num_threads(torch_threads)  # make_policy sets one thread for acting
+    return report
+
+
+def record_videos(policy: Policy, env_id: str, run_dir: Path) -> list[str]:
+    """Write run_dir/videos/{skill}.mp4 per skill: the first episode of that skill in the suite."""
+    paths = []
+    for task in evaluation_suite(env_id, episodes_per_skill=1):
+        path = run_dir / "videos" / f"{parse(task.instruction).skill}.mp4"
+        evaluate(policy, env_id, suite=[task], video=path)
+        paths.append(str(path))
+    return paths

@@ -41,8 +41,7 @@ from gameon.baselines.datasets import (
     observation_normalizer,
     write_json,
 )
-from gameon.benchmark.evaluation import evaluate, evaluation_suite
-from gameon.envs import language
+from gameon.benchmark.evaluation import format_table
 
 ALGO = "iql"
 
@@ -128,41 +127,6 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     """Asymmetric squared loss |expectile - 1(diff < 0)| diff^2, averaged."""
     weight = torch.abs(expectile - (diff < 0).float())
     return (weight * diff**2).mean()
-
-
-def run_evaluation(
-    actor: common.Actor, normalizer: common.Normalizer, env_id: str, args: Args
-) -> dict:
-    """Evaluate a CPU copy of the actor on the shared suite; return `EvalReport.to_dict()`."""
-    policy = common.make_policy(copy.deepcopy(actor).cpu().eval(), normalizer)
-    report = evaluate(policy, env_id, episodes_per_skill=args.eval_episodes_per_skill)
-    torch.set_num_threads(args.torch_threads)  # make_policy sets one thread for acting
-    return report.to_dict()
-
-
-def record_videos(policy: common.Policy, env_id: str, run_dir: Path, fps: int = 20) -> list[str]:
-    """Write one MP4 per skill: the first episode of that skill in the evaluation suite."""
-    import imageio
-
-    video_dir = run_dir / "videos"
-    video_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for task in evaluation_suite(env_id, episodes_per_skill=1):
-        skill = language.parse(task.instruction).skill
-        path = video_dir / f"{skill}.mp4"
-        with imageio.get_writer(path, fps=fps) as writer:
-            evaluate(policy, env_id, suite=[task], on_frame=writer.append_data)
-        paths.append(str(path))
-    return paths
-
-
-def print_table(evaluation: dict) -> None:
-    """Print per-skill success counts and rates."""
-    print(f"{'skill':10s} {'success':>9s} {'rate':>6s}")
-    for skill, result in evaluation["per_skill"].items():
-        counts = f"{result['successes']}/{result['episodes']}"
-        print(f"{skill:10s} {counts:>9s} {result['rate']:6.2f}")
-    print(f"{'all':10s} {'':9s} {evaluation['success_rate']:6.2f}")
 
 
 def train(args: Args) -> dict:
@@ -270,19 +234,16 @@ def train(args: Args) -> dict:
             writer.add_scalar("charts/updates_per_s", update / elapsed, update)
         if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
             eval_start = time.perf_counter()
-            evaluation = run_evaluation(actor, normalizer, env_id, args)
-            eval_time += time.perf_counter() - eval_start
-            writer.add_scalar("eval/success_rate", evaluation["success_rate"], update)
-            for skill, result in evaluation["per_skill"].items():
-                writer.add_scalar(f"eval/success_rate/{skill}", result["rate"], update)
-            evaluations.append(
-                {
-                    "update": update,
-                    "success_rate": evaluation["success_rate"],
-                    "per_skill": {s: r["rate"] for s, r in evaluation["per_skill"].items()},
-                }
+            report = common.evaluate_actor(
+                actor, normalizer, env_id, args.eval_episodes_per_skill, args.torch_threads
             )
-            rate = evaluation["success_rate"]
+            evaluation = report.to_dict()
+            eval_time += time.perf_counter() - eval_start
+            writer.add_scalar("eval/success_rate", report.success_rate, update)
+            for skill, skill_rate in report.rates().items():
+                writer.add_scalar(f"eval/success_rate/{skill}", skill_rate, update)
+            evaluations.append(report.curve_point(update=update))
+            rate = report.success_rate
             print(
                 f"update {update}: value {value_loss.item():.4f}, critic "
                 f"{critic_loss.item():.4f}, actor {actor_loss.item():.4f}, eval success {rate:.2f}"
@@ -307,7 +268,7 @@ def train(args: Args) -> dict:
     write_json(run_dir / "eval.json", evaluation)
     videos = []
     if args.capture_video:
-        videos = record_videos(common.make_policy(actor, normalizer), env_id, run_dir)
+        videos = common.record_videos(common.make_policy(actor, normalizer), env_id, run_dir)
         torch.set_num_threads(args.torch_threads)
     writer.close()
 
@@ -331,7 +292,7 @@ def train(args: Args) -> dict:
         "args": asdict(args),
     }
     write_json(run_dir / "summary.json", summary)
-    print_table(evaluation)
+    print(format_table(evaluation))
     return summary
 
 

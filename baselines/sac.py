@@ -29,7 +29,6 @@ summed over its instructions).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
@@ -54,14 +53,13 @@ from gameon.baselines.common import (
     Policy,
     SkillTally,
     check_env_id,
+    default_run_dir,
+    evaluate_and_save,
     flat_observation,
     flat_size,
-    make_policy,
-    save_checkpoint,
     seed_everything,
 )
-from gameon.benchmark.evaluation import EvalReport, evaluate
-from gameon.envs import StackingEnv
+from gameon.benchmark.evaluation import EvalReport
 from gameon.experimenter.curriculum import (
     CURRICULA,
     Curriculum,
@@ -69,7 +67,6 @@ from gameon.experimenter.curriculum import (
     curriculum_for_env,
     curriculum_scalars,
     make_curriculum,
-    save_curriculum,
 )
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 
@@ -343,78 +340,6 @@ def make_envs(args: Args, curriculum: Curriculum) -> gym.vector.VectorEnv:
     )
 
 
-def default_run_dir(args: Args) -> Path:
-    """runs/{algo}__{env id with / as _}__{seed}__{unix time}, as CleanRL names its runs."""
-    name = f"{ALGO}__{args.env_id.replace('/', '_')}__{args.seed}__{int(time.time())}"
-    return Path("runs") / name
-
-
-def run_evaluation(args: Args, policy: Policy, run_dir: Path, global_step: int) -> EvalReport:
-    """The shared evaluation suite on the deterministic policy, filmed if capture_video is set."""
-    with contextlib.ExitStack() as stack:
-        on_frame = None
-        if args.capture_video:
-            import imageio.v2 as imageio
-
-            path = run_dir / "videos" / f"eval_{global_step}.mp4"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fps = StackingEnv.metadata["render_fps"]
-            video = stack.enter_context(imageio.get_writer(path, fps=fps, macro_block_size=2))
-            on_frame = video.append_data
-        return evaluate(
-            policy,
-            args.env_id,
-            episodes_per_skill=args.eval_episodes_per_skill,
-            env_kwargs={"reward_mode": args.reward_mode},
-            on_frame=on_frame,
-        )
-
-
-def evaluate_and_save(
-    args: Args,
-    actor: Actor,
-    normalizer: Normalizer,
-    run_dir: Path,
-    global_step: int,
-    writer: SummaryWriter,
-    on_eval: Callable[[Policy, EvalReport, int], None] | None,
-    curriculum: Curriculum,
-) -> EvalReport:
-    """Score the deterministic policy on the shared suite; write eval.json, checkpoint.pt and
-    curriculum.json (the curriculum's state, also in the checkpoint's extra)."""
-    actor.eval()
-    policy = make_policy(actor, normalizer)
-    report = run_evaluation(args, policy, run_dir, global_step)
-    actor.train()
-    torch.set_num_threads(args.torch_threads)
-    record = {**report.to_dict(), "global_step": global_step}
-    (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
-    save_checkpoint(
-        run_dir / "checkpoint.pt",
-        ALGO,
-        args.env_id,
-        actor,
-        normalizer,
-        dataclasses.asdict(args),
-        extra={"global_step": global_step, "curriculum": curriculum.state_dict()},
-    )
-    save_curriculum(run_dir / "curriculum.json", curriculum)
-    writer.add_scalar("eval/success_rate", report.success_rate, global_step)
-    for skill, result in report.per_skill().items():
-        writer.add_scalar(f"eval/success_rate_{skill}", result.rate, global_step)
-    rates = ", ".join(f"{skill} {r.rate:.2f}" for skill, r in report.per_skill().items())
-    print(f"eval at step {global_step}: success {report.success_rate:.2f} ({rates})")
-    if on_eval is not None:
-        on_eval(policy, report, global_step)
-    return report
-
-
-def curve_point(report: EvalReport, global_step: int) -> dict:
-    """One point of the evaluation learning curve kept in the summary."""
-    per_skill = {skill: result.rate for skill, result in report.per_skill().items()}
-    return {"global_step": global_step, "success_rate": report.success_rate, "per_skill": per_skill}
-
-
 def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None = None) -> dict:
     """Train, evaluate and checkpoint; return a JSON-ready summary (also in run_dir/summary.json).
 
@@ -431,7 +356,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     torch.set_num_threads(args.torch_threads)
     seed_everything(args.seed, args.torch_deterministic)
     rng = np.random.default_rng(args.seed)
-    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(args)
+    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(ALGO, args.env_id, args.seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     if args.track:
         wandb.init(
@@ -611,18 +536,18 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             next_eval = (global_step // args.eval_every + 1) * args.eval_every
             eval_start = time.perf_counter()
             report = evaluate_and_save(
-                args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
+                ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
             )
-            evals.append(curve_point(report, global_step))
+            evals.append(report.curve_point(global_step=global_step))
             eval_seconds += time.perf_counter() - eval_start
 
     envs.close()
     train_seconds = time.perf_counter() - start_time - eval_seconds
     eval_start = time.perf_counter()
     report = evaluate_and_save(
-        args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
+        ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
     )
-    evals.append(curve_point(report, global_step))
+    evals.append(report.curve_point(global_step=global_step))
     eval_seconds += time.perf_counter() - eval_start
     summary = {
         "algo": ALGO,

@@ -8,8 +8,10 @@ A policy is any callable from one observation dict to one action; success is the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -72,6 +74,14 @@ class EvalReport:
             for skill in skills
         }
 
+    def rates(self) -> dict[str, float]:
+        """Success rate per skill."""
+        return {skill: result.rate for skill, result in self.per_skill().items()}
+
+    def curve_point(self, **step: int) -> dict:
+        """One point of a learning curve: the given step counter(s), then the success rates."""
+        return {**step, "success_rate": self.success_rate, "per_skill": self.rates()}
+
     def to_dict(self) -> dict:
         """JSON-ready record: the episodes and the per-skill counts and rates."""
         return {
@@ -111,33 +121,66 @@ def evaluate(
     episodes_per_skill: int = 10,
     env_kwargs: dict | None = None,
     on_frame: Callable[[np.ndarray], None] | None = None,
+    video: Path | None = None,
 ) -> EvalReport:
-    """Run a policy on every task of the suite; `on_frame` receives rendered frames if given."""
+    """Run a policy on every task of the suite; `on_frame` receives rendered frames if given.
+
+    With `video`, the episodes are also filmed one after another into that MP4 file (its folder is
+    created) at the env's render fps; this needs imageio and its ffmpeg plugin.
+    """
     suite = suite if suite is not None else evaluation_suite(env_id, episodes_per_skill)
     kwargs = dict(env_kwargs or {})
-    if on_frame is not None:
+    if on_frame is not None or video is not None:
         kwargs.setdefault("render_mode", "rgb_array")
     env = gym.make(env_id, **kwargs)
-    episodes = []
-    for task in suite:
-        observation, info = env.reset(seed=task.seed, options={"instruction": task.instruction})
-        episode_return, length, done = 0.0, 0, False
-        while not done:
-            observation, reward, terminated, truncated, info = env.step(policy(observation))
-            episode_return += float(reward)
-            length += 1
-            done = terminated or truncated
-            if on_frame is not None:
-                on_frame(env.render())
-        episodes.append(
-            EvalEpisode(
-                instruction=task.instruction,
-                skill=language.parse(task.instruction).skill,
-                seed=task.seed,
-                success=bool(info["success"]),
-                episode_return=episode_return,
-                length=length,
+    with contextlib.ExitStack() as stack:
+        frame_sinks = [] if on_frame is None else [on_frame]
+        if video is not None:
+            frame_sinks.append(stack.enter_context(_video_writer(video, env)).append_data)
+        episodes = []
+        for task in suite:
+            observation, info = env.reset(seed=task.seed, options={"instruction": task.instruction})
+            episode_return, length, done = 0.0, 0, False
+            while not done:
+                observation, reward, terminated, truncated, info = env.step(policy(observation))
+                episode_return += float(reward)
+                length += 1
+                done = terminated or truncated
+                if frame_sinks:
+                    frame = env.render()
+                    for sink in frame_sinks:
+                        sink(frame)
+            episodes.append(
+                EvalEpisode(
+                    instruction=task.instruction,
+                    skill=language.parse(task.instruction).skill,
+                    seed=task.seed,
+                    success=bool(info["success"]),
+                    episode_return=episode_return,
+                    length=length,
+                )
             )
-        )
     env.close()
     return EvalReport(env_id, tuple(episodes))
+
+
+def _video_writer(path: Path, env: gym.Env):  # an imageio writer, usable as a context manager
+    import imageio.v2 as imageio
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return imageio.get_writer(path, fps=env.metadata["render_fps"], macro_block_size=2)
+
+
+def format_table(evaluation: EvalReport | dict) -> str:
+    """Per-skill success counts and rates, then the overall rate, as a plain-text table.
+
+    Takes a report or its `to_dict()` record.
+    """
+    record = evaluation.to_dict() if isinstance(evaluation, EvalReport) else evaluation
+    lines = [f"{'skill':10s} {'success':>9s} {'rate':>6s}"]
+    for skill, result in record["per_skill"].items():
+        counts = f"{result['successes']}/{result['episodes']}"
+        lines.append(f"{skill:10s} {counts:>9s} {result['rate']:6.2f}")
+    lines.append(f"{'all':10s} {'':9s} {record['success_rate']:6.2f}")
+    return "\n".join(lines)

@@ -3,33 +3,23 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers import (
+    ENV_ID,
+    EPISODES_PER_SKILL,
+    SUMMARY_KEYS,
+    assert_reloaded_policy_acts_and_scores_as_trained,
+    run_help,
+)
 
 from gameon.baselines.common import Policy, load_checkpoint, load_policy
 from gameon.baselines.ppo import Args, generalised_advantages, train
-from gameon.benchmark.evaluation import EvalReport, evaluate, evaluation_suite
-
-ENV_ID = "GameOn/Reach-v0"
-EPISODES_PER_SKILL = 2
-SUMMARY_KEYS = {
-    "run_dir",
-    "global_step",
-    "sps",
-    "env_seconds",
-    "learn_seconds",
-    "eval",
-    "checkpoint",
-    "curriculum",
-    "curriculum_state",
-    "train_episodes",
-}
+from gameon.benchmark.evaluation import EvalReport, evaluation_suite
 
 
 def tiny_args(run_dir: Path, **overrides: object) -> Args:
@@ -61,12 +51,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Policy, Ev
 
 
 def test_help_lists_the_options() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "gameon.baselines.ppo", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_help("gameon.baselines.ppo")
     assert result.returncode == 0, result.stderr
     assert "--curriculum" in result.stdout and "--hand-curriculum" in result.stdout
     assert "--env-id" in result.stdout and "--num-minibatches" in result.stdout
@@ -98,23 +83,7 @@ def test_tiny_run_writes_logs_eval_checkpoint_and_summary(tiny_run: tuple) -> No
 
 
 def test_reloaded_policy_acts_and_scores_exactly_as_trained(tiny_run: tuple) -> None:
-    summary, policy, report = tiny_run
-    reloaded = load_policy(summary["checkpoint"])
-    env = gym.make(ENV_ID)
-    observations = [env.reset(seed=seed)[0] for seed in range(5)]
-    for observation in observations:
-        np.testing.assert_array_equal(policy(observation), reloaded(observation))
-    batch = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
-    np.testing.assert_array_equal(policy(batch), reloaded(batch))
-
-    again = evaluate(
-        reloaded,
-        ENV_ID,
-        episodes_per_skill=EPISODES_PER_SKILL,
-        env_kwargs={"reward_mode": "dense"},
-    )
-    assert again.episodes == report.episodes
-    assert again.to_dict()["episodes"] == summary["eval"]["episodes"]
+    assert_reloaded_policy_acts_and_scores_as_trained(*tiny_run)
 
 
 def test_capture_video_writes_an_mp4(tmp_path: Path) -> None:
