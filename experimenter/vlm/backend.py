@@ -1,0 +1,345 @@
+"""The VLM backend interface: validated JSON answers, re-asks, transcript and cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+T = TypeVar("T", bound=BaseModel)
+ImageLike = bytes | np.ndarray
+
+REASK_TEMPLATE = (
+    "\n\nYour previous answer was invalid: {error}; answer again with JSON matching the schema."
+)
+
+
+class VLMError(Exception):
+    """A VLM call that failed for good (after retries and re-asks)."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one call (or a running total)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        """Sum two usages."""
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """Replace every occurrence of any non-empty secret in text by "***"."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _redact_obj(obj: Any, secrets: Sequence[str]) -> Any:
+    """Redact every string inside a JSON-like object."""
+    if isinstance(obj, str):
+        return redact(obj, secrets)
+    if isinstance(obj, dict):
+        return {redact(str(k), secrets): _redact_obj(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_redact_obj(v, secrets) for v in obj]
+    return obj
+
+
+def encode_png(image: ImageLike) -> bytes:
+    """Return PNG bytes for PNG bytes or a uint8 HxWx3 array."""
+    if isinstance(image, bytes | bytearray):
+        return bytes(image)
+    array = np.asarray(image)
+    if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] not in (3, 4):
+        raise ValueError(f"image must be uint8 HxWx3, got {array.dtype} {array.shape}")
+    import imageio.v3 as iio
+
+    return bytes(iio.imwrite("<bytes>", array, extension=".png"))
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex sha256 of bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def request_hash(
+    backend: str,
+    model: str,
+    module: str,
+    prompt: str,
+    image_hashes: Sequence[str],
+    schema_json: str,
+) -> str:
+    """Sha256 of the canonical JSON of a request."""
+    canonical = json.dumps(
+        {
+            "backend": backend,
+            "model": model,
+            "module": module,
+            "prompt": prompt,
+            "images": list(image_hashes),
+            "schema": schema_json,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return sha256_hex(canonical.encode("utf-8"))
+
+
+class Transcript:
+    """Append-only JSONL record of every VLM call, with images stored once by hash."""
+
+    def __init__(self, run_dir: str | Path, secrets: Sequence[str] = ()) -> None:
+        """Open (create) run_dir/transcript.jsonl; secrets are scrubbed from every string."""
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / "transcript.jsonl"
+        self.images_dir = self.run_dir / "images"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._secrets: list[str] = [s for s in secrets if s]
+        self._lock = threading.Lock()
+
+    def add_secret(self, secret: str) -> None:
+        """Also scrub this value from everything written from now on."""
+        if secret and secret not in self._secrets:
+            self._secrets.append(secret)
+
+    def redact(self, text: str) -> str:
+        """Scrub the known secrets from text."""
+        return redact(text, self._secrets)
+
+    def save_image(self, png: bytes) -> str:
+        """Write the PNG once to images/{sha256}.png (atomically); return its hash."""
+        digest = sha256_hex(png)
+        target = self.images_dir / f"{digest}.png"
+        if target.exists():
+            return digest
+        self.images_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.images_dir, prefix=".tmp-", suffix=".png")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(png)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return digest
+
+    def append(self, entry: dict[str, Any]) -> None:
+        """Append one redacted entry as a JSON line, flushed and fsynced."""
+        line = json.dumps(_redact_obj(entry, self._secrets), ensure_ascii=False)
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Read all entries back (a torn last line is skipped)."""
+        if not self.path.exists():
+            return []
+        out = []
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return out
+
+
+class Backend(ABC):
+    """A VLM that answers a prompt plus images with JSON validated against a pydantic model."""
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        transcript: Transcript | None = None,
+        max_reasks: int = 2,
+        cache: bool = False,
+    ) -> None:
+        """Set identity, transcript, re-ask limit and whether identical requests are cached."""
+        self.name = name
+        self.model = model
+        self.transcript = transcript
+        self.max_reasks = max_reasks
+        self.cache = cache
+        self.calls = 0
+        self.total_usage = Usage()
+        self._cache: dict[str, str] = {}
+
+    @abstractmethod
+    def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
+        """Send one request; return the raw text answer and its token usage."""
+
+    def _complete_request(
+        self, prompt: str, images: list[bytes], schema: dict, req_hash: str, module: str
+    ) -> tuple[str, Usage]:
+        """Send one request knowing its hash and module (replay needs them); calls _complete."""
+        return self._complete(prompt, images, schema)
+
+    def _hash_identity(self) -> tuple[str, str]:
+        """The (backend, model) pair that request hashes are computed with."""
+        return self.name, self.model
+
+    def _redact(self, text: str) -> str:
+        """Scrub secrets known to the transcript."""
+        return self.transcript.redact(text) if self.transcript is not None else text
+
+    def _cached_raw(self, req_hash: str) -> str | None:
+        """A previous successful raw answer to the same request, if caching is on."""
+        if not self.cache:
+            return None
+        if req_hash in self._cache:
+            return self._cache[req_hash]
+        if self.transcript is not None:
+            for entry in self.transcript.entries():
+                if entry.get("error") is None and entry.get("parsed") is not None:
+                    self._cache.setdefault(entry["request_hash"], entry["raw_response"])
+        return self._cache.get(req_hash)
+
+    def _record(self, **fields: Any) -> None:
+        """Append one attempt to the transcript (if any)."""
+        if self.transcript is not None:
+            self.transcript.append(
+                {
+                    "module": fields.pop("module"),
+                    "backend": self.name,
+                    "model": self.model,
+                    **fields,
+                }
+            )
+
+    def generate(
+        self,
+        prompt: str,
+        images: Sequence[ImageLike],
+        schema_model: type[T],
+        module: str,
+        validate: Callable[[T], None] | None = None,
+    ) -> T:
+        """Ask for a JSON answer matching schema_model; re-ask on invalid answers."""
+        pngs = [encode_png(image) for image in images]
+        if self.transcript is not None:
+            image_hashes = [self.transcript.save_image(png) for png in pngs]
+        else:
+            image_hashes = [sha256_hex(png) for png in pngs]
+        schema = schema_model.model_json_schema()
+        schema_json = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        backend_id, model_id = self._hash_identity()
+
+        current_prompt = prompt
+        last_error = ""
+        for attempt in range(self.max_reasks + 1):
+            req_hash = request_hash(
+                backend_id, model_id, module, current_prompt, image_hashes, schema_json
+            )
+            base = {
+                "module": module,
+                "prompt": current_prompt,
+                "images": image_hashes,
+                "attempt": attempt,
+                "request_hash": req_hash,
+            }
+            raw = self._cached_raw(req_hash)
+            cached = raw is not None
+            usage = Usage()
+            start = time.perf_counter()
+            if raw is None:
+                try:
+                    raw, usage = self._complete_request(
+                        current_prompt, pngs, schema, req_hash, module
+                    )
+                except Exception as exc:  # transport failure after the client's own retries
+                    message = self._redact(f"{type(exc).__name__}: {exc}")
+                    self._record(
+                        **base,
+                        raw_response=None,
+                        parsed=None,
+                        error=message,
+                        latency_s=time.perf_counter() - start,
+                        usage=_usage_dict(usage),
+                    )
+                    if isinstance(exc, VLMError):
+                        raise
+                    raise VLMError(
+                        f"{self.name} call for module {module!r} failed: {message}"
+                    ) from None
+                self.calls += 1
+                self.total_usage = self.total_usage + usage
+            latency = time.perf_counter() - start
+            try:
+                answer = schema_model.model_validate_json(raw)
+                if validate is not None:
+                    validate(answer)
+            except (ValidationError, ValueError) as exc:
+                last_error = self._redact(_short_error(exc))
+                self._record(
+                    **base,
+                    raw_response=raw,
+                    parsed=None,
+                    error=last_error,
+                    latency_s=latency,
+                    usage=_usage_dict(usage),
+                )
+                if cached:
+                    self._cache.pop(req_hash, None)
+                current_prompt = prompt + REASK_TEMPLATE.format(error=last_error)
+                continue
+            entry = dict(
+                base,
+                raw_response=raw,
+                parsed=answer.model_dump(mode="json"),
+                error=None,
+                latency_s=latency,
+                usage=_usage_dict(usage),
+            )
+            if cached:
+                entry["cached"] = True
+            self._record(**entry)
+            if self.cache:
+                self._cache[req_hash] = raw
+            return answer
+        raise VLMError(
+            f"{self.name} gave no valid {schema_model.__name__} for module {module!r} after "
+            f"{self.max_reasks + 1} attempts; last error: {last_error}"
+        )
+
+
+def _usage_dict(usage: Usage) -> dict[str, int]:
+    """Usage as a plain dict."""
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+
+
+def _short_error(exc: Exception) -> str:
+    """A compact one-line description of a parse or validation error."""
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors(include_url=False):
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
+            parts.append(f"{loc}: {err.get('msg', '')}")
+        return "; ".join(parts)[:1000]
+    return str(exc).replace("\n", " ")[:1000]

@@ -1,0 +1,92 @@
+"""OpenAI chat-completions backend (also any OpenAI-compatible server: Ollama, vLLM)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from urllib.parse import urlparse
+
+import openai
+
+from gameon.experimenter.vlm.backend import Backend, Transcript, Usage
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def is_local_url(url: str) -> bool:
+    """Whether a base URL points at this machine (no API key needed)."""
+    return (urlparse(url).hostname or "") in LOCAL_HOSTS
+
+
+class OpenAIBackend(Backend):
+    """The official openai client with JSON-schema answers and base64 PNG image parts.
+
+    Rate limits (429), server errors (5xx), connection errors and timeouts are retried by the
+    client itself (`max_retries`, exponential backoff honouring `retry-after`); whatever still
+    fails becomes a VLMError. The API key is read from `api_key_env` once, here, and lives only
+    inside the client; it is registered with the transcript so it is never written to disk.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        transcript: Transcript | None = None,
+        max_reasks: int = 2,
+        cache: bool = False,
+        temperature: float | None = None,
+    ) -> None:
+        """Build the client; a missing key for a non-local server is a ValueError."""
+        super().__init__("openai", model, transcript, max_reasks=max_reasks, cache=cache)
+        resolved_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        key = os.environ.get(api_key_env, "")
+        if not key:
+            if not is_local_url(resolved_url):
+                raise ValueError(
+                    f"no API key for {resolved_url}: set the environment variable {api_key_env}"
+                )
+            key = "local-no-key"
+        elif transcript is not None:
+            transcript.add_secret(key)
+        self.base_url = resolved_url
+        self.temperature = temperature
+        self._client = openai.OpenAI(
+            api_key=key, base_url=resolved_url, timeout=timeout, max_retries=max_retries
+        )
+
+    def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
+        """One chat-completions request with a JSON-schema response format."""
+        content: list[dict] = [{"type": "text", "text": prompt}]
+        for png in images:
+            data = base64.b64encode(png).decode("ascii")
+            content.append(
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+            )
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title", "answer")))[:64] or "answer"
+        kwargs: dict = {}
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        response = self._client.chat.completions.create(
+            model=self.model,
+            messages=[{"role": "user", "content": content}],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": False},
+            },
+            **kwargs,
+        )
+        if not response.choices:
+            raise RuntimeError("response has no choices")
+        text = response.choices[0].message.content or ""
+        usage = Usage()
+        if response.usage is not None:
+            usage = Usage(
+                prompt_tokens=int(response.usage.prompt_tokens or 0),
+                completion_tokens=int(response.usage.completion_tokens or 0),
+            )
+        return text, usage

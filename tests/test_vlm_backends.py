@@ -1,0 +1,354 @@
+"""VLM backends against a local chat-completions server: parsing, re-asks, retries, replay."""
+
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import BaseModel
+
+from gameon.experimenter.vlm import (
+    OpenAIBackend,
+    ReplayBackend,
+    Transcript,
+    VLMError,
+    encode_png,
+    redact,
+    request_hash,
+)
+
+FAKE_KEY = "sk-test-SECRET-123"
+KNOWN_SKILLS = {"reach", "grasp", "lift"}
+
+
+class Plan(BaseModel):
+    """A toy answer schema."""
+
+    skill: str
+    steps: int
+
+
+@dataclass
+class Scripted:
+    """One scripted server reply."""
+
+    status: int = 200
+    body: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+def completion(content: str, prompt_tokens: int = 11, completion_tokens: int = 7) -> Scripted:
+    """A successful chat.completion reply whose message content is `content`."""
+    body = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "fake-vlm",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+    return Scripted(200, json.dumps(body))
+
+
+def error_reply(status: int) -> Scripted:
+    """An API error reply the client may retry immediately."""
+    body = json.dumps({"error": {"message": f"scripted {status}", "type": "server_error"}})
+    return Scripted(status, body, {"retry-after": "0", "retry-after-ms": "1"})
+
+
+class FakeServer:
+    """A scripted OpenAI chat-completions server on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        """Start serving on a free port."""
+        self.replies: queue.Queue[Scripted] = queue.Queue()
+        self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length", 0))
+                payload = self.rfile.read(length)
+                server.requests.append(json.loads(payload or b"{}"))
+                server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if self.path != "/v1/chat/completions":
+                    reply = Scripted(404, json.dumps({"error": {"message": "not found"}}))
+                else:
+                    try:
+                        reply = server.replies.get_nowait()
+                    except queue.Empty:
+                        reply = Scripted(400, json.dumps({"error": {"message": "unscripted"}}))
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                data = reply.body.encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up (timeout test)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def script(self, *replies: Scripted) -> None:
+        """Queue replies in order."""
+        for reply in replies:
+            self.replies.put(reply)
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    srv = FakeServer()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture(autouse=True)
+def fake_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def make_backend(server: FakeServer, run_dir: Path, **kwargs: object) -> OpenAIBackend:
+    opts: dict = {"timeout": 5.0, "max_retries": 0}
+    opts.update(kwargs)
+    return OpenAIBackend(
+        "fake-vlm", base_url=server.base_url, transcript=Transcript(run_dir), **opts
+    )
+
+
+def image() -> np.ndarray:
+    img = np.zeros((8, 12, 3), dtype=np.uint8)
+    img[2:5, 3:9] = (200, 30, 10)
+    return img
+
+
+def good(skill: str = "grasp", steps: int = 3) -> Scripted:
+    return completion(json.dumps({"skill": skill, "steps": steps}))
+
+
+def assert_no_secret(run_dir: Path) -> None:
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        assert FAKE_KEY.encode() not in path.read_bytes(), path
+
+
+def test_good_answer_parses(server: FakeServer, tmp_path: Path) -> None:
+    server.script(good("lift", 4))
+    backend = make_backend(server, tmp_path)
+    plan = backend.generate("What next?", [image()], Plan, module="decompose")
+    assert plan == Plan(skill="lift", steps=4)
+    (entry,) = backend.transcript.entries()
+    assert entry["module"] == "decompose" and entry["backend"] == "openai"
+    assert entry["model"] == "fake-vlm" and entry["attempt"] == 0
+    assert entry["parsed"] == {"skill": "lift", "steps": 4} and entry["error"] is None
+    assert entry["usage"] == {"prompt_tokens": 11, "completion_tokens": 7}
+    assert backend.total_usage.prompt_tokens == 11 and backend.calls == 1
+    png = encode_png(image())
+    (digest,) = entry["images"]
+    assert (tmp_path / "images" / f"{digest}.png").read_bytes() == png
+    assert server.headers[0]["authorization"] == f"Bearer {FAKE_KEY}"
+    assert_no_secret(tmp_path)
+
+
+def test_request_carries_image_and_schema(server: FakeServer, tmp_path: Path) -> None:
+    server.script(good())
+    backend = make_backend(server, tmp_path)
+    backend.generate("Describe", [image(), encode_png(image())], Plan, module="m")
+    (req,) = server.requests
+    assert req["model"] == "fake-vlm"
+    parts = req["messages"][0]["content"]
+    assert parts[0] == {"type": "text", "text": "Describe"}
+    urls = [p["image_url"]["url"] for p in parts if p["type"] == "image_url"]
+    assert len(urls) == 2
+    prefix = "data:image/png;base64,"
+    assert all(u.startswith(prefix) for u in urls)
+    assert base64.b64decode(urls[0][len(prefix) :]) == encode_png(image())
+    fmt = req["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["schema"] == Plan.model_json_schema()
+    assert fmt["json_schema"]["name"] == "Plan"
+
+
+def test_malformed_json_then_good_reasks(server: FakeServer, tmp_path: Path) -> None:
+    server.script(completion("{not json"), good())
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
+    first, second = backend.transcript.entries()
+    assert first["error"] and first["parsed"] is None and first["raw_response"] == "{not json"
+    assert second["error"] is None and second["attempt"] == 1
+    assert second["prompt"].startswith("Plan it")
+    assert "Your previous answer was invalid" in second["prompt"]
+    assert first["error"] in second["prompt"]
+    assert first["request_hash"] != second["request_hash"]
+    assert server.requests[1]["messages"][0]["content"][0]["text"] == second["prompt"]
+
+
+def test_schema_violation_until_limit_raises(server: FakeServer, tmp_path: Path) -> None:
+    bad = completion(json.dumps({"skill": "grasp"}))  # steps missing
+    server.script(bad, bad, bad)
+    backend = make_backend(server, tmp_path, max_reasks=2)
+    with pytest.raises(VLMError, match="after 3 attempts"):
+        backend.generate("Plan it", [], Plan, module="m")
+    entries = backend.transcript.entries()
+    assert [e["attempt"] for e in entries] == [0, 1, 2]
+    assert all("steps" in e["error"] for e in entries)
+    assert len(server.requests) == 3
+
+
+def test_validate_hook_rejects_unknown_skill(server: FakeServer, tmp_path: Path) -> None:
+    def known(plan: Plan) -> None:
+        if plan.skill not in KNOWN_SKILLS:
+            raise ValueError(f"unknown skill {plan.skill!r}")
+
+    server.script(good("juggle"), good("reach"))
+    backend = make_backend(server, tmp_path)
+    plan = backend.generate("Plan it", [], Plan, module="decompose", validate=known)
+    assert plan.skill == "reach"
+    first, second = backend.transcript.entries()
+    assert "unknown skill 'juggle'" in first["error"]
+    assert "unknown skill 'juggle'" in second["prompt"]
+
+
+def test_429_then_success_is_retried_by_client(server: FakeServer, tmp_path: Path) -> None:
+    server.script(error_reply(429), good())
+    backend = make_backend(server, tmp_path, max_retries=2)
+    assert backend.generate("Plan it", [], Plan, module="m").skill == "grasp"
+    assert len(server.requests) == 2
+    (entry,) = backend.transcript.entries()  # client retries are invisible: one attempt
+    assert entry["error"] is None
+
+
+def test_500_until_retry_limit_raises(server: FakeServer, tmp_path: Path) -> None:
+    server.script(*[error_reply(500)] * 3)
+    backend = make_backend(server, tmp_path, max_retries=2)
+    with pytest.raises(VLMError, match="InternalServerError"):
+        backend.generate("Plan it", [], Plan, module="m")
+    assert len(server.requests) == 3
+    (entry,) = backend.transcript.entries()
+    assert entry["raw_response"] is None and entry["parsed"] is None
+    assert "InternalServerError" in entry["error"]
+    assert FAKE_KEY not in entry["error"]
+    assert_no_secret(tmp_path)
+
+
+def test_timeout_raises(server: FakeServer, tmp_path: Path) -> None:
+    slow = good()
+    slow.delay_s = 1.0
+    server.script(slow)
+    backend = make_backend(server, tmp_path, timeout=0.3, max_retries=0)
+    with pytest.raises(VLMError, match="Timeout"):
+        backend.generate("Plan it", [], Plan, module="m")
+    (entry,) = backend.transcript.entries()
+    assert "Timeout" in entry["error"]
+    assert_no_secret(tmp_path)
+
+
+def test_missing_key_for_remote_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("MY_VLM_KEY", raising=False)
+    with pytest.raises(ValueError, match="MY_VLM_KEY"):
+        OpenAIBackend("m", base_url="https://example.invalid/v1", api_key_env="MY_VLM_KEY")
+    # A local server needs no key.
+    OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", api_key_env="MY_VLM_KEY")
+
+
+def test_cache_serves_identical_requests(server: FakeServer, tmp_path: Path) -> None:
+    server.script(good("lift", 2))
+    backend = make_backend(server, tmp_path, cache=True)
+    a = backend.generate("Same", [image()], Plan, module="m")
+    b = backend.generate("Same", [image()], Plan, module="m")
+    assert a == b and len(server.requests) == 1
+    # A fresh backend on the same run dir finds the answer on disk.
+    again = make_backend(server, tmp_path, cache=True)
+    assert again.generate("Same", [image()], Plan, module="m") == a
+    assert len(server.requests) == 1
+    entries = Transcript(tmp_path).entries()
+    assert len(entries) == 3 and entries[1]["cached"] and entries[2]["cached"]
+
+
+def test_redact_and_hash() -> None:
+    assert redact(f"key={FAKE_KEY}!", [FAKE_KEY, ""]) == "key=***!"
+    h = request_hash("openai", "m", "mod", "p", ["ab"], "{}")
+    assert h == request_hash("openai", "m", "mod", "p", ["ab"], "{}")
+    assert h != request_hash("openai", "m", "mod", "p2", ["ab"], "{}")
+    assert len(h) == 64
+
+
+def test_transcript_redacts_secrets(tmp_path: Path) -> None:
+    transcript = Transcript(tmp_path, secrets=[FAKE_KEY])
+    transcript.append({"prompt": f"leak {FAKE_KEY}", "parsed": {"x": [FAKE_KEY]}})
+    (entry,) = transcript.entries()
+    assert entry == {"prompt": "leak ***", "parsed": {"x": ["***"]}}
+    assert_no_secret(tmp_path)
+
+
+def test_replay_reproduces_recorded_run(tmp_path: Path) -> None:
+    srv = FakeServer()
+    srv.script(good("reach", 1), completion("oops"), good("lift", 2), good("reach", 5))
+    backend = make_backend(srv, tmp_path)
+    recorded = [
+        backend.generate("First", [image()], Plan, module="decompose"),
+        backend.generate("Second", [], Plan, module="analyse"),
+        backend.generate("First", [image()], Plan, module="decompose"),
+    ]
+    srv.close()
+    assert [p.steps for p in recorded] == [1, 2, 5]
+
+    replay = ReplayBackend(tmp_path / "transcript.jsonl")
+    replayed = [
+        replay.generate("First", [image()], Plan, module="decompose"),
+        replay.generate("Second", [], Plan, module="analyse"),
+        replay.generate("First", [encode_png(image())], Plan, module="decompose"),
+    ]
+    assert replayed == recorded
+    assert replay.total_usage.prompt_tokens == 4 * 11
+    with pytest.raises(VLMError, match=r"module 'novel'.*request hash [0-9a-f]{64}"):
+        replay.generate("Unseen", [], Plan, module="novel")
+    with pytest.raises(VLMError, match="module 'decompose'"):
+        replay.generate("First", [image()], Plan, module="decompose")  # answers used up
+    assert_no_secret(tmp_path)
