@@ -1,4 +1,4 @@
-"""VLM backends: a common interface, the OpenAI client, and transcript replay (see DESIGN.md)."""
+"""VLM backends: a common interface, OpenAI and Gemini clients, transcript replay (DESIGN.md)."""
 
 from gameon.experimenter.vlm.backend import (
     Backend,
@@ -9,11 +9,13 @@ from gameon.experimenter.vlm.backend import (
     redact,
     request_hash,
 )
+from gameon.experimenter.vlm.gemini_backend import GeminiBackend
 from gameon.experimenter.vlm.openai_backend import OpenAIBackend
 from gameon.experimenter.vlm.replay import ReplayBackend
 
 __all__ = [
     "Backend",
+    "GeminiBackend",
     "OpenAIBackend",
     "ReplayBackend",
     "Transcript",

@@ -1,0 +1,91 @@
+"""Google Gemini backend through the official `google-genai` client (generateContent)."""
+
+from __future__ import annotations
+
+import os
+
+from google import genai
+from google.genai import types
+
+from gameon.experimenter.vlm.backend import Backend, Transcript, Usage
+
+KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+RETRY_STATUS_CODES = [408, 429, 500, 502, 503, 504]
+
+
+class GeminiBackend(Backend):
+    """Gemini with JSON-schema-constrained answers and inline PNG image parts.
+
+    Rate limits (429), server errors (5xx), connection errors and timeouts are retried by the
+    client itself (`attempts` tries in all, exponential backoff from `initial_delay` seconds);
+    whatever still fails becomes a VLMError in `Backend.generate`. The API key is read from
+    GEMINI_API_KEY (else GOOGLE_API_KEY) once, here; it travels in the `x-goog-api-key` header,
+    never in the URL, and is registered with the transcript so it is never written to disk.
+    """
+
+    def __init__(
+        self,
+        model: str = "gemini-2.5-flash",
+        base_url: str | None = None,
+        timeout: float = 30.0,
+        attempts: int = 4,
+        transcript: Transcript | None = None,
+        max_reasks: int = 2,
+        cache: bool = False,
+        initial_delay: float = 1.0,
+        max_delay: float = 30.0,
+        temperature: float | None = None,
+    ) -> None:
+        """Build the client; a missing API key is a ValueError."""
+        super().__init__("gemini", model, transcript, max_reasks=max_reasks, cache=cache)
+        key = next((os.environ[e] for e in KEY_ENVS if os.environ.get(e)), "")
+        if not key:
+            raise ValueError(
+                "no Gemini API key: set the environment variable GEMINI_API_KEY (or "
+                "GOOGLE_API_KEY); to run offline use `--backend rules` or replay a recorded "
+                "transcript instead"
+            )
+        if transcript is not None:
+            for env in KEY_ENVS:
+                transcript.add_secret(os.environ.get(env, ""))
+        self.base_url = base_url
+        self.temperature = temperature
+        http_options = types.HttpOptions(
+            base_url=base_url,
+            timeout=max(1, int(round(timeout * 1000))),  # milliseconds
+            retry_options=types.HttpRetryOptions(
+                attempts=max(1, attempts),
+                initial_delay=initial_delay,
+                max_delay=max_delay,
+                jitter=initial_delay,
+                http_status_codes=RETRY_STATUS_CODES,
+            ),
+        )
+        self._client = genai.Client(api_key=key, vertexai=False, http_options=http_options)
+
+    def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
+        """One generateContent request with a JSON-schema response format."""
+        contents: list = [types.Part.from_bytes(data=png, mime_type="image/png") for png in images]
+        contents.append(prompt)
+        config = types.GenerateContentConfig(
+            response_mime_type="application/json",
+            response_json_schema=schema,
+            temperature=self.temperature,
+        )
+        response = self._client.models.generate_content(
+            model=self.model, contents=contents, config=config
+        )
+        text = response.text
+        if text is None:
+            reason = ""
+            if response.candidates:
+                reason = str(response.candidates[0].finish_reason or "")
+            raise RuntimeError(f"response has no text {reason}".strip())
+        usage = Usage()
+        meta = response.usage_metadata
+        if meta is not None:
+            usage = Usage(
+                prompt_tokens=int(meta.prompt_token_count or 0),
+                completion_tokens=int(meta.candidates_token_count or 0),
+            )
+        return text, usage

@@ -1,0 +1,260 @@
+"""Gemini backend against a local generateContent server: parsing, re-asks, retries, secrets."""
+
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import BaseModel
+
+from gameon.experimenter.vlm import GeminiBackend, Transcript, VLMError, encode_png
+
+FAKE_KEY = "AIza-test-SECRET-456"
+MODEL = "gemini-test"
+# google-genai 3.x posts to /v1/... (v1beta with GOOGLE_GENAI_API_VERSION=beta).
+PATH = re.compile(rf"/v1(beta)?/models/{MODEL}:generateContent")
+
+
+class Plan(BaseModel):
+    """A toy answer schema."""
+
+    skill: str
+    steps: int
+
+
+@dataclass
+class Scripted:
+    """One scripted server reply."""
+
+    status: int = 200
+    body: str = ""
+    delay_s: float = 0.0
+
+
+def answer(text: str) -> Scripted:
+    """A successful generateContent reply whose only text part is `text`."""
+    body = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": text}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 11, "candidatesTokenCount": 7, "totalTokenCount": 18},
+    }
+    return Scripted(200, json.dumps(body))
+
+
+def good(skill: str = "grasp", steps: int = 3) -> Scripted:
+    return answer(json.dumps({"skill": skill, "steps": steps}))
+
+
+def error_reply(status: int) -> Scripted:
+    body = {"error": {"code": status, "message": f"scripted {status}", "status": "UNAVAILABLE"}}
+    return Scripted(status, json.dumps(body))
+
+
+class FakeGemini:
+    """A scripted Gemini generateContent server on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        """Start serving on a free port."""
+        self.replies: queue.Queue[Scripted] = queue.Queue()
+        self.requests: list[dict] = []
+        self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length", 0))
+                payload = self.rfile.read(length)
+                server.paths.append(self.path)
+                server.requests.append(json.loads(payload or b"{}"))
+                server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if not PATH.fullmatch(self.path):
+                    reply = Scripted(404, json.dumps({"error": {"code": 404, "message": "nf"}}))
+                else:
+                    try:
+                        reply = server.replies.get_nowait()
+                    except queue.Empty:
+                        reply = Scripted(400, json.dumps({"error": {"code": 400, "message": "?"}}))
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                data = reply.body.encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up (timeout test)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *replies: Scripted) -> None:
+        for reply in replies:
+            self.replies.put(reply)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeGemini]:
+    srv = FakeGemini()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture(autouse=True)
+def fake_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", FAKE_KEY)
+    for name in (
+        "GOOGLE_API_KEY",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_GEMINI_BASE_URL",
+        "GOOGLE_GENAI_API_VERSION",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+def make_backend(server: FakeGemini, run_dir: Path, **kwargs: object) -> GeminiBackend:
+    opts: dict = {"timeout": 5.0, "attempts": 1, "initial_delay": 0.01, "max_delay": 0.05}
+    opts.update(kwargs)
+    return GeminiBackend(MODEL, base_url=server.base_url, transcript=Transcript(run_dir), **opts)
+
+
+def image() -> np.ndarray:
+    img = np.zeros((8, 12, 3), dtype=np.uint8)
+    img[2:5, 3:9] = (200, 30, 10)
+    return img
+
+
+def assert_no_secret(run_dir: Path, server: FakeGemini) -> None:
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        assert FAKE_KEY.encode() not in path.read_bytes(), path
+    assert server.paths and all(FAKE_KEY not in p for p in server.paths)
+
+
+def test_good_answer_parses(server: FakeGemini, tmp_path: Path) -> None:
+    server.script(good("lift", 4))
+    backend = make_backend(server, tmp_path)
+    plan = backend.generate("What next?", [image()], Plan, module="decompose")
+    assert plan == Plan(skill="lift", steps=4)
+    (entry,) = backend.transcript.entries()
+    assert entry["backend"] == "gemini" and entry["model"] == MODEL
+    assert entry["parsed"] == {"skill": "lift", "steps": 4} and entry["error"] is None
+    assert entry["usage"] == {"prompt_tokens": 11, "completion_tokens": 7}
+    assert backend.total_usage.completion_tokens == 7 and backend.calls == 1
+    (path,) = server.paths
+    assert PATH.fullmatch(path)
+    assert server.headers[0]["x-goog-api-key"] == FAKE_KEY
+    assert_no_secret(tmp_path, server)
+
+
+def test_request_carries_image_and_schema(server: FakeGemini, tmp_path: Path) -> None:
+    server.script(good())
+    backend = make_backend(server, tmp_path)
+    backend.generate("Describe", [image(), encode_png(image())], Plan, module="m")
+    (req,) = server.requests
+    parts = [p for c in req["contents"] for p in c["parts"]]
+    inline = [p["inlineData"] for p in parts if "inlineData" in p]
+    assert len(inline) == 2
+    # The SDK writes `mime_type` and URL-safe base64; the API accepts either spelling.
+    assert all(d.get("mimeType", d.get("mime_type")) == "image/png" for d in inline)
+    for data in inline:
+        standard = data["data"].replace("-", "+").replace("_", "/")
+        assert base64.b64decode(standard, validate=True) == encode_png(image())
+    assert {"text": "Describe"} in parts
+    config = req["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    assert config["responseJsonSchema"] == Plan.model_json_schema()
+
+
+def test_malformed_json_then_good_reasks(server: FakeGemini, tmp_path: Path) -> None:
+    server.script(answer("{not json"), good())
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
+    first, second = backend.transcript.entries()
+    assert first["error"] and first["raw_response"] == "{not json"
+    assert second["error"] is None and second["attempt"] == 1
+    assert "Your previous answer was invalid" in second["prompt"]
+    texts = [p["text"] for c in server.requests[1]["contents"] for p in c["parts"] if "text" in p]
+    assert texts == [second["prompt"]]
+
+
+def test_429_then_success_is_retried_by_client(server: FakeGemini, tmp_path: Path) -> None:
+    server.script(error_reply(429), good())
+    backend = make_backend(server, tmp_path, attempts=3)
+    assert backend.generate("Plan it", [], Plan, module="m").skill == "grasp"
+    assert len(server.requests) == 2
+    (entry,) = backend.transcript.entries()  # client retries are invisible: one attempt
+    assert entry["error"] is None
+
+
+def test_500_until_attempts_exhausted_raises(server: FakeGemini, tmp_path: Path) -> None:
+    server.script(*[error_reply(500)] * 3)
+    backend = make_backend(server, tmp_path, attempts=3)
+    with pytest.raises(VLMError, match="ServerError"):
+        backend.generate("Plan it", [], Plan, module="m")
+    assert len(server.requests) == 3
+    (entry,) = backend.transcript.entries()
+    assert entry["raw_response"] is None and entry["parsed"] is None
+    assert "ServerError" in entry["error"] and "500" in entry["error"]
+    assert_no_secret(tmp_path, server)
+
+
+def test_timeout_raises(server: FakeGemini, tmp_path: Path) -> None:
+    slow = good()
+    slow.delay_s = 1.0
+    server.script(slow)
+    backend = make_backend(server, tmp_path, timeout=0.3, attempts=1)
+    with pytest.raises(VLMError, match="Timeout"):  # HttpOptions.timeout is in milliseconds
+        backend.generate("Plan it", [], Plan, module="m")
+    (entry,) = backend.transcript.entries()
+    assert "Timeout" in entry["error"]
+    assert_no_secret(tmp_path, server)
+
+
+def test_missing_key_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="GEMINI_API_KEY") as info:
+        GeminiBackend(base_url="http://127.0.0.1:1")
+    assert "GOOGLE_API_KEY" in str(info.value) and "--backend rules" in str(info.value)
+
+
+def test_google_api_key_also_accepted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", FAKE_KEY)
+    transcript = Transcript(tmp_path)
+    GeminiBackend(base_url="http://127.0.0.1:1", transcript=transcript)
+    assert transcript.redact(f"k={FAKE_KEY}") == "k=***"
