@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-import queue
 import re
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_http import Scripted, ScriptedServer
 from pydantic import BaseModel
 
 from gameon.experimenter.vlm import GeminiBackend, Transcript, VLMError, encode_png
@@ -30,15 +26,6 @@ class Plan(BaseModel):
 
     skill: str
     steps: int
-
-
-@dataclass
-class Scripted:
-    """One scripted server reply."""
-
-    status: int = 200
-    body: str = ""
-    delay_s: float = 0.0
 
 
 def answer(text: str) -> Scripted:
@@ -65,65 +52,15 @@ def error_reply(status: int) -> Scripted:
     return Scripted(status, json.dumps(body))
 
 
-class FakeGemini:
+class FakeGemini(ScriptedServer):
     """A scripted Gemini generateContent server on 127.0.0.1."""
 
     def __init__(self) -> None:
-        """Start serving on a free port."""
-        self.replies: queue.Queue[Scripted] = queue.Queue()
-        self.requests: list[dict] = []
-        self.paths: list[str] = []
-        self.headers: list[dict[str, str]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("content-length", 0))
-                payload = self.rfile.read(length)
-                server.paths.append(self.path)
-                server.requests.append(json.loads(payload or b"{}"))
-                server.headers.append({k.lower(): v for k, v in self.headers.items()})
-                if not PATH.fullmatch(self.path):
-                    reply = Scripted(404, json.dumps({"error": {"code": 404, "message": "nf"}}))
-                else:
-                    try:
-                        reply = server.replies.get_nowait()
-                    except queue.Empty:
-                        reply = Scripted(400, json.dumps({"error": {"code": 400, "message": "?"}}))
-                if reply.delay_s:
-                    time.sleep(reply.delay_s)
-                data = reply.body.encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    pass  # the client gave up (timeout test)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.block_on_close = False
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
+        super().__init__(PATH)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def script(self, *replies: Scripted) -> None:
-        for reply in replies:
-            self.replies.put(reply)
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        return self.url
 
 
 @pytest.fixture
