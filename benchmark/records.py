@@ -1,0 +1,213 @@
+"""The run record: one validated JSON document per run of the harness (DESIGN.md "Run record").
+
+A record says what ran (protocol, curriculum and its label, learner, env id and version, seed,
+budget, package versions, commit), how it was judged (every episode of the final evaluation on
+the shared suite, so aggregates can be recomputed rather than trusted), how it learned (a curve of
+evaluated success), what it cost (wall time, env steps, VLM calls and tokens) and, for the
+collect protocol, what it practised (counts of skills and objects in the collected data).
+
+Records are written atomically (`write_record`) and read back validated (`load_record`), so a
+reader never sees half a record and a malformed one is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gameon.envs import ENV_SKILLS
+from gameon.envs.language import SKILLS, parse
+
+RECORD_FORMAT = "gameon-run-record-v1"
+PROTOCOLS = ("online", "collect")
+RECORD_FILE = "record.json"
+"""Name of the run record inside a run's folder."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EpisodeOutcome(_Strict):
+    """One evaluation episode: an (instruction, seed) pair of the suite and the oracle's verdict."""
+
+    instruction: str
+    skill: str
+    seed: int
+    success: bool
+    episode_return: float
+    length: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _skill_matches(self) -> EpisodeOutcome:
+        try:
+            parsed = parse(self.instruction)
+        except ValueError as error:
+            raise ValueError(f"episode instruction does not parse: {error}") from None
+        if parsed.skill != self.skill:
+            raise ValueError(f"episode {self.instruction!r} is a {parsed.skill}, not {self.skill}")
+        return self
+
+
+class Evaluation(_Strict):
+    """The final evaluation: every episode of the shared suite of `env_id`."""
+
+    env_id: str
+    suite_seed: int
+    episodes_per_skill: int = Field(ge=1)
+    episodes: list[EpisodeOutcome] = Field(min_length=1)
+
+    def success_rate(self, skills: tuple[str, ...] | None = None) -> float:
+        """Fraction of successful episodes, over all skills or only the given ones."""
+        chosen = [e for e in self.episodes if skills is None or e.skill in skills]
+        return sum(e.success for e in chosen) / len(chosen) if chosen else 0.0
+
+    def per_skill(self) -> dict[str, float]:
+        """Success rate per skill, in the suite's order."""
+        skills = dict.fromkeys(e.skill for e in self.episodes)
+        return {skill: self.success_rate((skill,)) for skill in skills}
+
+
+class CurvePoint(_Strict):
+    """One point of a learning curve: the step (env steps or iteration) and evaluated success."""
+
+    step: int = Field(ge=0)
+    success_rate: float = Field(ge=0, le=1)
+    per_skill: dict[str, float]
+
+
+class VLMUsage(_Strict):
+    """What a run asked of a VLM backend (all zero for curricula without one)."""
+
+    backend: str | None = None
+    model: str | None = None
+    calls: int = Field(0, ge=0)
+    prompt_tokens: int = Field(0, ge=0)
+    completion_tokens: int = Field(0, ge=0)
+    cost_usd: float = Field(0.0, ge=0)
+    fallbacks: int = Field(0, ge=0)
+
+
+class Collected(_Strict):
+    """What the collect protocol practised: episodes per skill and mentions per block colour."""
+
+    episodes: int = Field(ge=0)
+    skills: dict[str, int]
+    objects: dict[str, int]
+
+
+class RunRecord(_Strict):
+    """One run of the harness, validated; see the module docstring."""
+
+    format: Literal["gameon-run-record-v1"] = RECORD_FORMAT
+    run_id: str = Field(min_length=1)
+    protocol: Literal["online", "collect"]
+    curriculum: str
+    """curriculum name: fixed | hand | lp | vlm"""
+    curriculum_label: str
+    """how results are labelled, e.g. "lp" or "vlm[rules]" (never a VLM's name for a stand-in)"""
+    learner: str
+    env_id: str
+    """the target env: online, the env trained on; collect, the env whose tasks are the goal"""
+    env_version: int = Field(ge=0)
+    target_skills: list[str] = Field(min_length=1)
+    seed: int
+    budget: dict[str, int]
+    """the run's budget, e.g. {"total_timesteps": 300000} or {"iterations": 5, ...}"""
+    curve_unit: Literal["env_steps", "iterations"]
+    curve: list[CurvePoint] = Field(min_length=1)
+    evaluation: Evaluation
+    collected: Collected | None = None
+    vlm: VLMUsage = VLMUsage()
+    wall_seconds: float = Field(ge=0)
+    env_steps: int = Field(ge=0)
+    steps_per_second: float = Field(ge=0)
+    versions: dict[str, str | None]
+    git_commit: str | None
+    created: str
+    """ISO 8601 UTC time the record was written"""
+    checkpoint: str | None = None
+    """the final policy, relative to the run folder"""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunRecord:
+        if self.env_id not in ENV_SKILLS:
+            raise ValueError(f"unknown env id {self.env_id!r}; accepted: {', '.join(ENV_SKILLS)}")
+        if self.evaluation.env_id not in ENV_SKILLS:
+            raise ValueError(f"unknown evaluation env id {self.evaluation.env_id!r}")
+        if self.env_version != env_version(self.env_id):
+            raise ValueError(f"env_version {self.env_version} does not match {self.env_id}")
+        unknown = [s for s in self.target_skills if s not in SKILLS]
+        if unknown:
+            raise ValueError(f"unknown target skills {unknown}; accepted: {', '.join(SKILLS)}")
+        evaluated = {e.skill for e in self.evaluation.episodes}
+        missing = [s for s in self.target_skills if s not in evaluated]
+        if missing:
+            raise ValueError(f"the evaluation has no episode of target skills {missing}")
+        return self
+
+    @property
+    def target_success(self) -> float:
+        """The headline number: final success over the evaluation episodes of the target skills."""
+        return self.evaluation.success_rate(tuple(self.target_skills))
+
+
+def env_version(env_id: str) -> int:
+    """The version number of a registered id, e.g. 0 for "GameOn/Tower-v0"."""
+    match = re.fullmatch(r".+-v(\d+)", env_id)
+    if match is None:
+        raise ValueError(f"env id {env_id!r} has no version suffix -vN")
+    return int(match.group(1))
+
+
+def write_record(path: str | Path, record: RunRecord) -> Path:
+    """Write a record atomically and durably: a synced temporary file, then a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(record.model_dump_json(indent=1) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def parse_record(data: str | bytes | dict, source: str = "record") -> RunRecord:
+    """Validate a record from JSON text or a parsed object; ValueError says what is wrong."""
+    try:
+        if isinstance(data, dict):
+            return RunRecord.model_validate(data)
+        return RunRecord.model_validate_json(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+            for e in error.errors(include_url=False)[:5]
+        )
+        message = f"{source} is not a valid run record ({RECORD_FORMAT}): {problems}"
+        raise ValueError(message) from None
+
+
+def load_record(path: str | Path) -> RunRecord:
+    """Read and validate a record file (or the record.json of a run folder)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORD_FILE
+    if not path.is_file():
+        raise ValueError(f"no run record at {path}")
+    try:
+        text = path.read_text()
+        json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not JSON: {error}") from None
+    return parse_record(text, str(path))
