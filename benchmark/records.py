@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -134,6 +134,8 @@ class RunRecord(_Strict):
     """ISO 8601 UTC time the record was written"""
     checkpoint: str | None = None
     """the final policy, relative to the run folder"""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """protocol-specific details that no aggregate reads (e.g. collect: why it stopped)"""
 
     @model_validator(mode="after")
     def _consistent(self) -> RunRecord:

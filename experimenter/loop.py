@@ -45,15 +45,29 @@ import os
 import shutil
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 import gameon
+from gameon.benchmark.evaluation import SUITE_SEED
+from gameon.benchmark.records import (
+    RECORD_FILE,
+    Collected,
+    CurvePoint,
+    Evaluation,
+    RunRecord,
+    VLMUsage,
+    env_version,
+    write_record,
+)
 from gameon.envs import ENV_SKILLS
+from gameon.envs.language import parse
 from gameon.experimenter.curriculum import (
     CURRICULA,
     Curriculum,
@@ -71,7 +85,7 @@ from gameon.experimenter.skills import (
 if TYPE_CHECKING:  # minari is imported only when a run starts
     from gameon.experimenter.embodiment import Embodiment, EpisodeRecord
 
-STATE_FORMAT = "gameon-collect-state-v1"
+STATE_FORMAT = "gameon-collect-state-v2"
 DATASET_ID = "gameon/collect-v0"
 """Minari id of the run's dataset (inside each `datasets/iter_{k}` root)."""
 LEARNERS = ("bc", "iql")
@@ -335,6 +349,7 @@ def run_iteration(
             "learner_seed": learner_seed(config.seed, iteration),
             "eval": rates,
             "success_rate": summary["eval"]["success_rate"],
+            "env_steps": sum(r.steps for r in records),
             "executors": {s.name: s.executor.kind for s in embodiment.library},
             "seconds": time.perf_counter() - start,
         }
@@ -355,6 +370,7 @@ def run_iteration(
             "episodes": episodes,
         },
         "policy": str(Path(summary["checkpoint"]).resolve().relative_to(run_dir.resolve())),
+        "evaluation": summary["eval"],
         "seed": config.seed,
         "wall_seconds": (0.0 if state is None else state["wall_seconds"]) + history[-1]["seconds"],
     }
@@ -398,41 +414,81 @@ def git_commit() -> str | None:
     return result.stdout.strip() or None
 
 
-def run_record(config: LoopConfig, state: dict) -> dict:
-    """The run record: config, per-iteration per-skill success, episodes, time, versions."""
+def curriculum_label(config: LoopConfig) -> str:
+    """How the run's results are labelled: the curriculum, with the VLM backend for vlm."""
+    if config.curriculum == "vlm":
+        return f"vlm[{getattr(config, 'vlm_backend', 'rules')}]"
+    return config.curriculum
+
+
+def collected_counts(history: list[dict]) -> Collected:
+    """Tasks the curriculum chose (iteration 0's uniform seed data excluded) per skill and block."""
+    tasks = [parse(task) for h in history if h["iteration"] > 0 for task in h["tasks"]]
+    skills = Counter(task.skill for task in tasks)
+    objects = Counter(colour for task in tasks for colour in task.objects)
+    return Collected(episodes=len(tasks), skills=dict(skills), objects=dict(objects))
+
+
+def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
+    """The run record (benchmark.records): final evaluation episodes, curve, data, cost."""
     budget_spent = state["iteration"] >= config.iterations
     stopped = state["stopped"] or ("budget" if budget_spent else "interrupted")
-    return {
-        "protocol": "collect",
-        "curriculum": config.curriculum,
-        "learner": config.learner,
-        "env_id": config.env_id,
-        "practice_env_id": config.practice_env_id,
-        "eval_env_id": config.eval_env,
-        "seed": config.seed,
-        "config": asdict(config),
-        "iterations_done": state["iteration"],
-        "stopped": stopped,
-        "target_mastered": mastered(config, state["history"][-1]["eval"]),
-        "episodes_collected": state["dataset"]["episodes"],
-        "curves": state["curves"],
-        "iterations": [
-            {
-                "iteration": h["iteration"],
-                "episodes": h["dataset_episodes"],
-                "task_success_rate": float(np.mean(h["task_success"])),
-                "success_rate": h["success_rate"],
-                "per_skill": h["eval"],
-                "executors": h["executors"],
-            }
-            for h in state["history"]
+    history = state["history"]
+    env_steps = sum(h.get("env_steps", 0) for h in history)
+    return RunRecord(
+        run_id=run_dir.resolve().name,
+        protocol="collect",
+        curriculum=config.curriculum,
+        curriculum_label=curriculum_label(config),
+        learner=config.learner,
+        env_id=config.env_id,
+        env_version=env_version(config.env_id),
+        target_skills=list(config.target_skills),
+        seed=config.seed,
+        budget={
+            "iterations": config.iterations,
+            "episodes_per_iteration": config.episodes_per_iteration,
+            "seed_episodes": config.seed_episodes,
+            "num_updates": config.num_updates,
+        },
+        curve_unit="iterations",
+        curve=[
+            CurvePoint(step=h["iteration"], success_rate=h["success_rate"], per_skill=h["eval"])
+            for h in history
         ],
-        "dataset": state["dataset"],
-        "policy": state["policy"],
-        "wall_seconds": state["wall_seconds"],
-        "versions": versions(),
-        "git_commit": git_commit(),
-    }
+        evaluation=Evaluation(
+            env_id=config.eval_env,
+            suite_seed=SUITE_SEED,
+            episodes_per_skill=config.eval_episodes_per_skill,
+            episodes=state["evaluation"]["episodes"],
+        ),
+        collected=collected_counts(history),
+        vlm=VLMUsage(**state.get("vlm", {})),
+        wall_seconds=state["wall_seconds"],
+        env_steps=env_steps,
+        steps_per_second=env_steps / state["wall_seconds"] if state["wall_seconds"] else 0.0,
+        versions=versions(),
+        git_commit=git_commit(),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        checkpoint=state["policy"],
+        extra={
+            "practice_env_id": config.practice_env_id,
+            "config": asdict(config),
+            "stopped": stopped,
+            "iterations_done": state["iteration"],
+            "target_mastered": mastered(config, history[-1]["eval"]),
+            "dataset": state["dataset"],
+            "iterations": [
+                {
+                    "iteration": h["iteration"],
+                    "episodes": h["dataset_episodes"],
+                    "task_success_rate": float(np.mean(h["task_success"])),
+                    "executors": h["executors"],
+                }
+                for h in history
+            ],
+        },
+    )
 
 
 def plot_curves(state: dict, path: Path) -> None:
@@ -459,10 +515,10 @@ def plot_curves(state: dict, path: Path) -> None:
     tmp.replace(path)
 
 
-def write_outputs(config: LoopConfig, run_dir: Path, state: dict) -> dict:
+def write_outputs(config: LoopConfig, run_dir: Path, state: dict) -> RunRecord:
     """Write record.json and curves.png from the committed state; return the record."""
-    record = run_record(config, state)
-    write_json(run_dir / "record.json", record)
+    record = run_record(config, state, run_dir)
+    write_record(run_dir / RECORD_FILE, record)
     plot_curves(state, run_dir / "curves.png")
     return record
 
@@ -487,7 +543,7 @@ def progress_bar(enabled: bool) -> Iterator[Any]:
         yield bar
 
 
-def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> dict:
+def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> RunRecord:
     """Run (or resume) the collect loop in `run_dir`; return the run record."""
     from gameon.experimenter.embodiment import Embodiment  # needs minari
 

@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import tyro
 
+from gameon.benchmark.records import RunRecord
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
 from gameon.experimenter.loop import LoopConfig, load_state, run_experiment
@@ -187,7 +188,7 @@ def demo(args: Demo) -> dict:
     return result
 
 
-def experiment(args: Experiment) -> dict:
+def experiment(args: Experiment) -> RunRecord:
     """Run (or resume) a collect experiment; print where its record and curves are."""
     config = LoopConfig(**{f.name: getattr(args, f.name) for f in fields(LoopConfig)})
     run_dir = args.run_dir or Path(
@@ -202,10 +203,10 @@ def experiment(args: Experiment) -> dict:
         record = run_experiment(config, run_dir, progress=args.progress)
     except ModuleNotFoundError as error:
         raise UsageError(f"experiments need gameon-rl[train] and matplotlib: {error}") from None
-    print(f"stopped:  {record['stopped']} after iteration {record['iterations_done']}")
-    print(f"episodes: {record['episodes_collected']}")
-    for skill, rates in record["curves"].items():
-        print(f"  {skill:8s} success {rates[-1]:.2f}")
+    print(f"stopped:  {record.extra['stopped']} after iteration {record.extra['iterations_done']}")
+    print(f"episodes: {record.extra['dataset']['episodes']}")
+    for skill, rate in record.curve[-1].per_skill.items():
+        print(f"  {skill:8s} success {rate:.2f}")
     print(f"record:   {run_dir / 'record.json'}")
     print(f"curves:   {run_dir / 'curves.png'}")
     return record

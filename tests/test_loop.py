@@ -17,6 +17,7 @@ pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
 from gameon.baselines.datasets import episode_records  # noqa: E402
+from gameon.benchmark.records import RunRecord, load_record  # noqa: E402
 from gameon.experimenter.loop import DATASET_ID, LoopConfig, run_experiment  # noqa: E402
 
 TINY = LoopConfig(
@@ -47,12 +48,12 @@ def final_state(run_dir: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunRecord]:
     run_dir = tmp_path_factory.mktemp("tiny")
     return run_dir, run_experiment(TINY, run_dir, progress=False)
 
 
-def test_tiny_run_writes_state_record_curves_and_dataset(tiny_run: tuple[Path, dict]) -> None:
+def test_tiny_run_writes_state_record_curves_and_dataset(tiny_run: tuple[Path, RunRecord]) -> None:
     run_dir, record = tiny_run
     for name in ("state.json", "record.json", "curves.png"):
         assert (run_dir / name).is_file(), name
@@ -60,7 +61,9 @@ def test_tiny_run_writes_state_record_curves_and_dataset(tiny_run: tuple[Path, d
     expected = TINY.seed_episodes + TINY.iterations * TINY.episodes_per_iteration
     state = json.loads((run_dir / "state.json").read_text())
     assert state["iteration"] == TINY.iterations
-    assert state["dataset"]["episodes"] == record["episodes_collected"] == expected
+    assert state["dataset"]["episodes"] == record.extra["dataset"]["episodes"] == expected
+    assert record.collected.episodes == TINY.iterations * TINY.episodes_per_iteration
+    assert record.collected.skills == {"reach": record.collected.episodes}
     root = run_dir / state["dataset"]["root"]
     assert len(episode_records(DATASET_ID, root)) == expected
     assert sorted(p.name for p in (run_dir / "datasets").iterdir()) == [root.name]
@@ -68,20 +71,25 @@ def test_tiny_run_writes_state_record_curves_and_dataset(tiny_run: tuple[Path, d
     assert (run_dir / state["policy"]).is_file()
     for k in range(TINY.iterations + 1):
         assert (run_dir / "policies" / f"iter_{k}" / "checkpoint.pt").is_file()
-    saved = json.loads((run_dir / "record.json").read_text())
-    assert saved["protocol"] == "collect" and saved["stopped"] == "budget"
-    assert saved["config"] == asdict(TINY)
-    assert [it["episodes"] for it in saved["iterations"]] == [3, 6, 9]
-    assert {"gameon-rl", "mujoco", "gymnasium", "torch"} <= set(saved["versions"])
-    assert saved["wall_seconds"] > 0
+    saved = load_record(run_dir)
+    assert saved == record
+    assert saved.protocol == "collect" and saved.extra["stopped"] == "budget"
+    assert saved.curriculum_label == "fixed" and saved.curve_unit == "iterations"
+    assert saved.extra["config"] == asdict(TINY)
+    assert [it["episodes"] for it in saved.extra["iterations"]] == [3, 6, 9]
+    assert [point.step for point in saved.curve] == [0, 1, 2]
+    assert saved.curve[-1].success_rate == saved.evaluation.success_rate()
+    assert {"gameon-rl", "mujoco", "gymnasium", "torch"} <= set(saved.versions)
+    assert saved.wall_seconds > 0 and saved.env_steps > 0
+    assert (run_dir / saved.checkpoint).is_file()
 
 
-def test_a_finished_run_resumes_as_a_no_op(tiny_run: tuple[Path, dict]) -> None:
+def test_a_finished_run_resumes_as_a_no_op(tiny_run: tuple[Path, RunRecord]) -> None:
     run_dir, record = tiny_run
     before = final_state(run_dir)
     again = run_experiment(TINY, run_dir, progress=False)
     assert final_state(run_dir) == before
-    assert again["curves"] == record["curves"]
+    assert again.curve == record.curve and again.evaluation == record.evaluation
     with pytest.raises(ValueError, match="another config"):
         run_experiment(replace(TINY, seed=1), run_dir, progress=False)
 
@@ -124,7 +132,7 @@ def committed_iteration(run_dir: Path) -> int:
 
 
 def test_killed_and_resumed_equals_uninterrupted(
-    tiny_run: tuple[Path, dict], tmp_path: Path
+    tiny_run: tuple[Path, RunRecord], tmp_path: Path
 ) -> None:
     # Kill 1: iteration 1 has copied the dataset (its root exists), nothing of it is committed.
     for attempt in range(3):
@@ -158,8 +166,8 @@ def test_each_curriculum_runs_an_iteration(tmp_path: Path, curriculum: str) -> N
         seed_episodes=2,
     )
     record = run_experiment(config, tmp_path, progress=False)
-    assert record["episodes_collected"] == 4
-    assert len(record["curves"]["reach"]) == 2
+    assert record.extra["dataset"]["episodes"] == 4
+    assert len(record.curve) == 2 and "reach" in record.curve[-1].per_skill
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["curriculum"]["name"] == curriculum
     if curriculum == "hand":  # the first stage practises reach only
@@ -168,7 +176,10 @@ def test_each_curriculum_runs_an_iteration(tmp_path: Path, curriculum: str) -> N
 
 def test_promoted_skill_runs_its_learned_policy(tmp_path: Path) -> None:
     record = run_experiment(replace(TINY, iterations=1, promote_threshold=0.0), tmp_path, False)
-    assert [it["executors"]["reach"] for it in record["iterations"]] == ["learned", "learned"]
+    assert [it["executors"]["reach"] for it in record.extra["iterations"]] == [
+        "learned",
+        "learned",
+    ]
     state = json.loads((tmp_path / "state.json").read_text())
     reach = next(s for s in state["library"]["skills"] if s["name"] == "reach")
     checkpoint = str((tmp_path / state["policy"]).resolve())
@@ -181,9 +192,10 @@ def test_promoted_skill_runs_its_learned_policy(tmp_path: Path) -> None:
 def test_mastered_target_stops_the_run(tmp_path: Path) -> None:
     config = replace(TINY, stop_threshold=0.0, auto_stop=True)
     record = run_experiment(config, tmp_path, progress=False)
-    assert record["stopped"] == "mastered" and record["iterations_done"] == 0
-    assert record["target_mastered"] and record["episodes_collected"] == TINY.seed_episodes
-    assert run_experiment(config, tmp_path, progress=False)["iterations_done"] == 0
+    assert record.extra["stopped"] == "mastered" and record.extra["iterations_done"] == 0
+    assert record.extra["target_mastered"]
+    assert record.extra["dataset"]["episodes"] == TINY.seed_episodes
+    assert run_experiment(config, tmp_path, progress=False).extra["iterations_done"] == 0
 
 
 @pytest.mark.parametrize(
