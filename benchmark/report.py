@@ -1,0 +1,438 @@
+"""The benchmark report: every run record of a results directory aggregated per (protocol,
+curriculum label, learner, env), as a Markdown table, a JSON summary and PNG plots.
+
+Every number is recomputed from the records' per-episode evaluation outcomes (benchmark.records)
+and aggregated over seeds with the statistics of benchmark.stats: the interquartile mean with a
+95% stratified-bootstrap interval, the probability of improvement over the `fixed` curriculum of
+the same protocol, learner and env, and the diversity of the data a collect run practised. A
+record that is missing or invalid is listed as skipped with the reason; it never stops the report.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from gameon.benchmark.atomic import atomic_write
+from gameon.benchmark.records import RECORD_FILE, RunRecord, load_record
+from gameon.benchmark.stats import (
+    Estimate,
+    iqm,
+    iqm_ci,
+    normalised_entropy,
+    probability_of_improvement,
+)
+from gameon.envs.language import COLOURS, SKILLS
+
+REPORT_FORMAT = "gameon-report-v1"
+BASELINE = "fixed"
+"""The curriculum every other one is compared with (probability of improvement)."""
+SCENE_COLOURS = COLOURS[:3]
+"""The default scene's blocks: the object categories of the diversity entropy (plus any other
+colour a record names)."""
+CURVE_RESAMPLES = 500
+
+GroupKey = tuple[str, str, str, str]
+"""(protocol, curriculum_label, learner, env_id)"""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A run folder whose record could not be used, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """Where write_report put its outputs."""
+
+    markdown: Path
+    json: Path
+    plots: list[Path] = field(default_factory=list)
+
+
+def group_key(record: RunRecord) -> GroupKey:
+    """The group a record is aggregated in."""
+    return (record.protocol, record.curriculum_label, record.learner, record.env_id)
+
+
+def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
+    """The valid records of every <results_dir>/*/record.json, and the folders skipped, why."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise ValueError(f"{results_dir} is not a directory of run folders")
+    records, skipped = [], []
+    for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
+        if folder.name.startswith("."):
+            continue
+        if not (folder / RECORD_FILE).is_file():
+            skipped.append(Skipped(str(folder), f"no {RECORD_FILE} (unfinished or not a run)"))
+            continue
+        try:
+            records.append(load_record(folder / RECORD_FILE))
+        except ValueError as error:
+            skipped.append(Skipped(str(folder), str(error)))
+    return records, skipped
+
+
+def group_records(records: Iterable[RunRecord]) -> dict[GroupKey, list[RunRecord]]:
+    """Records per group, groups sorted, runs in each sorted by seed then run id."""
+    groups: dict[GroupKey, list[RunRecord]] = {}
+    for record in records:
+        groups.setdefault(group_key(record), []).append(record)
+    return {key: sorted(groups[key], key=lambda r: (r.seed, r.run_id)) for key in sorted(groups)}
+
+
+def target_success(records: Sequence[RunRecord]) -> list[float]:
+    """Each run's final success on its target skills, recomputed from its episodes."""
+    return [record.evaluation.success_rate(tuple(record.target_skills)) for record in records]
+
+
+def summarise_group(
+    records: Sequence[RunRecord], baseline: Sequence[RunRecord] | None = None
+) -> dict:
+    """The aggregates of one group's runs (and, given the baseline group's runs, P(> baseline))."""
+    first = records[0]
+    scores = target_success(records)
+    skills = list(dict.fromkeys(s for r in records for s in r.evaluation.per_skill()))
+    per_skill = {
+        skill: iqm([r.evaluation.per_skill().get(skill, 0.0) for r in records]) for skill in skills
+    }
+    improvement = None
+    if baseline:
+        improvement = probability_of_improvement([scores], [target_success(baseline)]).to_dict()
+    return {
+        "protocol": first.protocol,
+        "curriculum": first.curriculum,
+        "curriculum_label": first.curriculum_label,
+        "learner": first.learner,
+        "env_id": first.env_id,
+        "target_skills": first.target_skills,
+        "runs": [r.run_id for r in records],
+        "seeds": [r.seed for r in records],
+        "target_success": iqm_ci([scores]).to_dict(),
+        "target_success_mean": float(np.mean(scores)),
+        "target_success_per_run": scores,
+        "per_skill_iqm": per_skill,
+        "improvement_over_fixed": improvement,
+        "diversity": diversity(records),
+        "vlm": vlm_usage(records),
+        "wall_seconds_mean": float(np.mean([r.wall_seconds for r in records])),
+        "steps_per_second_mean": float(np.mean([r.steps_per_second for r in records])),
+        "env_steps_mean": float(np.mean([r.env_steps for r in records])),
+        "curve_unit": first.curve_unit,
+        "evaluation": {
+            "env_id": first.evaluation.env_id,
+            "episodes_per_skill": sorted({r.evaluation.episodes_per_skill for r in records}),
+        },
+    }
+
+
+def diversity(records: Sequence[RunRecord]) -> dict | None:
+    """Mean normalised entropy over skills (of all SKILLS) and over objects of the collected
+    data; None when no run collected any."""
+    collected = [r.collected for r in records if r.collected is not None]
+    if not collected:
+        return None
+    skills = [normalised_entropy(c.skills, SKILLS) for c in collected]
+    objects = [
+        normalised_entropy(c.objects, list(dict.fromkeys([*SCENE_COLOURS, *c.objects])))
+        for c in collected
+    ]
+    return {
+        "skills_entropy": float(np.mean(skills)),
+        "objects_entropy": float(np.mean(objects)),
+        "episodes_mean": float(np.mean([c.episodes for c in collected])),
+    }
+
+
+def vlm_usage(records: Sequence[RunRecord]) -> dict:
+    """VLM calls, tokens, cost and fallbacks: totals over the runs and means per run."""
+    fields = ("calls", "prompt_tokens", "completion_tokens", "cost_usd", "fallbacks")
+    totals = {name: sum(getattr(r.vlm, name) for r in records) for name in fields}
+    backends = sorted({r.vlm.backend for r in records if r.vlm.backend})
+    return {
+        "backends": backends,
+        "total": totals,
+        "per_run": {name: value / len(records) for name, value in totals.items()},
+    }
+
+
+def summarise(records: Sequence[RunRecord]) -> list[dict]:
+    """One summary per group, each non-baseline group compared with the baseline's runs."""
+    groups = group_records(records)
+    summaries = []
+    for key, runs in groups.items():
+        protocol, label, learner, env_id = key
+        baseline = None
+        if runs[0].curriculum != BASELINE:
+            baseline = _baseline_runs(groups, protocol, learner, env_id)
+        summaries.append(summarise_group(runs, baseline))
+    return summaries
+
+
+def _baseline_runs(
+    groups: dict[GroupKey, list[RunRecord]], protocol: str, learner: str, env_id: str
+) -> list[RunRecord] | None:
+    for key, runs in groups.items():
+        if (key[0], key[2], key[3]) == (protocol, learner, env_id) and runs[
+            0
+        ].curriculum == BASELINE:
+            return runs
+    return None
+
+
+def across_envs(records: Sequence[RunRecord]) -> list[dict]:
+    """Per (protocol, curriculum label, learner) over two or more envs: the IQM with envs as
+    bootstrap strata, and P(> fixed) averaged over the envs both were run on."""
+    by_key: dict[tuple[str, str, str], dict[str, list[RunRecord]]] = {}
+    for (protocol, label, learner, env_id), runs in group_records(records).items():
+        by_key.setdefault((protocol, label, learner), {})[env_id] = runs
+    rows = []
+    for (protocol, label, learner), envs in by_key.items():
+        if len(envs) < 2:
+            continue
+        fixed = by_key.get((protocol, BASELINE, learner), {})
+        shared = [env for env in envs if env in fixed]
+        improvement = None
+        if label != BASELINE and shared:
+            improvement = probability_of_improvement(
+                [target_success(envs[e]) for e in shared],
+                [target_success(fixed[e]) for e in shared],
+            ).to_dict()
+        rows.append(
+            {
+                "protocol": protocol,
+                "curriculum_label": label,
+                "learner": learner,
+                "envs": sorted(envs),
+                "target_success": iqm_ci([target_success(r) for r in envs.values()]).to_dict(),
+                "improvement_over_fixed": improvement,
+                "improvement_envs": shared,
+            }
+        )
+    return rows
+
+
+def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> ReportPaths:
+    """Aggregate every run record under results_dir; write report.md, report.json and plots."""
+    results_dir = Path(results_dir)
+    out = Path(out_dir) if out_dir is not None else results_dir
+    records, skipped = load_runs(results_dir)
+    groups = summarise(records)
+    overall = across_envs(records)
+    plots = write_plots(records, out)
+    summary = {
+        "format": REPORT_FORMAT,
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "results_dir": str(results_dir),
+        "records": len(records),
+        "groups": groups,
+        "across_envs": overall,
+        "skipped": [{"path": s.path, "reason": s.reason} for s in skipped],
+        "plots": [p.name for p in plots],
+        "method": METHOD,
+    }
+    json_path = atomic_write(out / "report.json", json.dumps(summary, indent=1) + "\n")
+    markdown = render_markdown(summary)
+    markdown_path = atomic_write(out / "report.md", markdown)
+    return ReportPaths(markdown=markdown_path, json=json_path, plots=plots)
+
+
+METHOD = (
+    "Target success is each run's final success rate over the evaluation episodes of its target "
+    "skills, recomputed from the per-episode outcomes. Runs are aggregated over seeds with the "
+    "interquartile mean (IQM, scipy trim_mean 0.25) and a 95% stratified-bootstrap percentile "
+    "interval (2000 resamples, seed 0). P(> fixed) is the probability that a run of the "
+    "curriculum beats a run of `fixed` (ties count one half), with its bootstrap interval. "
+    "Entropies are normalised Shannon entropies of the collected tasks over the 7 skills and "
+    "over the blocks named. VLM figures, wall time and steps/s are means per run."
+)
+
+
+def _interval(estimate: dict | None, digits: int = 2) -> str:
+    if estimate is None:
+        return "-"
+    value, low, high = (f"{estimate[k]:.{digits}f}" for k in ("value", "low", "high"))
+    return f"{value} [{low}, {high}]"
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(summary: dict) -> str:
+    """The report's Markdown: the group table, the across-env table, plots and skipped runs."""
+    lines = [
+        "# Benchmark report",
+        "",
+        f"{summary['records']} run records from `{summary['results_dir']}`, "
+        f"{len(summary['skipped'])} skipped; generated {summary['generated']}.",
+        "",
+    ]
+    header = [
+        "protocol",
+        "env",
+        "curriculum",
+        "learner",
+        "seeds",
+        "target success IQM [95% CI]",
+        "mean",
+        "per-skill IQM",
+        "P(> fixed) [95% CI]",
+        "entropy skills / objects",
+        "VLM calls",
+        "VLM tokens",
+        "VLM cost (USD)",
+        "wall time (s)",
+        "steps/s",
+    ]
+    rows = [_group_row(group) for group in summary["groups"]]
+    lines += _table(header, rows) if rows else ["No valid run records."]
+    if summary["across_envs"]:
+        lines += ["", "## Across envs", ""]
+        header = ["protocol", "curriculum", "learner", "envs", "IQM [95% CI]", "P(> fixed)"]
+        rows = [
+            [
+                row["protocol"],
+                row["curriculum_label"],
+                row["learner"],
+                ", ".join(row["envs"]),
+                _interval(row["target_success"]),
+                _interval(row["improvement_over_fixed"]),
+            ]
+            for row in summary["across_envs"]
+        ]
+        lines += _table(header, rows)
+    if summary["plots"]:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{name}]({name})" for name in summary["plots"]]
+    if summary["skipped"]:
+        lines += ["", "## Skipped", ""]
+        lines += [f"- `{s['path']}`: {s['reason']}" for s in summary["skipped"]]
+    lines += ["", "## Method", "", summary["method"], ""]
+    return "\n".join(lines)
+
+
+def _group_row(group: dict) -> list[object]:
+    per_skill = ", ".join(f"{k} {v:.2f}" for k, v in group["per_skill_iqm"].items())
+    div = group["diversity"]
+    entropy = "-" if div is None else f"{div['skills_entropy']:.2f} / {div['objects_entropy']:.2f}"
+    vlm = group["vlm"]["per_run"]
+    return [
+        group["protocol"],
+        group["env_id"],
+        group["curriculum_label"],
+        group["learner"],
+        f"{len(group['seeds'])} ({', '.join(str(s) for s in group['seeds'])})",
+        _interval(group["target_success"]),
+        f"{group['target_success_mean']:.2f}",
+        per_skill,
+        _interval(group["improvement_over_fixed"]),
+        entropy,
+        f"{vlm['calls']:.0f}",
+        f"{vlm['prompt_tokens'] + vlm['completion_tokens']:.0f}",
+        f"{vlm['cost_usd']:.4f}",
+        f"{group['wall_seconds_mean']:.0f}",
+        f"{group['steps_per_second_mean']:.0f}",
+    ]
+
+
+# -- plots ------------------------------------------------------------------------------------
+
+
+def curve_band(
+    records: Sequence[RunRecord],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Steps, IQM and 95% CI over runs of the evaluated success curve; runs whose steps differ
+    are interpolated onto the steps all of them cover (all steps, edges held, if none is)."""
+    curves = [
+        (np.array([p.step for p in r.curve], float), np.array([p.success_rate for p in r.curve]))
+        for r in records
+    ]
+    steps = np.unique(np.concatenate([s for s, _ in curves]))
+    start, stop = max(s.min() for s, _ in curves), min(s.max() for s, _ in curves)
+    covered = steps[(steps >= start) & (steps <= stop)]
+    grid = covered if covered.size else steps
+    values = np.array([np.interp(grid, s, v) for s, v in curves])
+    bands = [iqm_ci([values[:, i]], n_resamples=CURVE_RESAMPLES) for i in range(grid.size)]
+    return (
+        grid,
+        np.array([b.value for b in bands]),
+        np.array([b.low for b in bands]),
+        np.array([b.high for b in bands]),
+    )
+
+
+def write_plots(records: Sequence[RunRecord], out: Path) -> list[Path]:
+    """Per (protocol, learner, env): learning curves with CI bands and final success with CI
+    bars, one line or bar per curriculum label."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    comparisons: dict[tuple[str, str, str], dict[str, list[RunRecord]]] = {}
+    for (protocol, label, learner, env_id), runs in group_records(records).items():
+        comparisons.setdefault((protocol, learner, env_id), {})[label] = runs
+    paths = []
+    for (protocol, learner, env_id), by_label in comparisons.items():
+        slug = f"{protocol}_{env_id.split('/')[-1]}_{learner}".replace(" ", "_")
+        title = f"{protocol} / {env_id} / {learner}"
+        paths.append(_plot_curves(by_label, title, out / f"curves_{slug}.png"))
+        paths.append(_plot_final(by_label, title, out / f"final_{slug}.png"))
+    return paths
+
+
+def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    unit = "env steps"
+    for label, runs in by_label.items():
+        steps, value, low, high = curve_band(runs)
+        unit = "iterations" if runs[0].curve_unit == "iterations" else "env steps"
+        axes.plot(steps, value, marker="o", markersize=3, label=f"{label} ({len(runs)} seeds)")
+        axes.fill_between(steps, low, high, alpha=0.2)
+    axes.set(title=title, xlabel=unit, ylabel="evaluated success (IQM, 95% CI)", ylim=(-0.02, 1.02))
+    axes.legend(fontsize="small")
+    axes.grid(alpha=0.3)
+    return _save(figure, path)
+
+
+def _plot_final(by_label: dict[str, list[RunRecord]], title: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    labels = list(by_label)
+    estimates: list[Estimate] = [iqm_ci([target_success(by_label[k])]) for k in labels]
+    values = np.array([e.value for e in estimates])
+    errors = np.array([[e.value - e.low for e in estimates], [e.high - e.value for e in estimates]])
+    figure, axes = plt.subplots(figsize=(1.2 * len(labels) + 2.5, 4.0))
+    colours = [f"C{i}" for i in range(len(labels))]
+    axes.bar(range(len(labels)), values, yerr=errors, capsize=4, color=colours, alpha=0.8)
+    axes.set_xticks(range(len(labels)), [f"{k}\n({len(by_label[k])} seeds)" for k in labels])
+    axes.set(title=title, ylabel="final target success (IQM, 95% CI)", ylim=(0, 1.05))
+    axes.grid(axis="y", alpha=0.3)
+    return _save(figure, path)
+
+
+def _save(figure, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=110)
+    plt.close(figure)
+    return atomic_write(path, buffer.getvalue())

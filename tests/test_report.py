@@ -1,0 +1,162 @@
+"""The report's statistics on known inputs, and the report of a results directory with a valid,
+an invalid and a missing run record."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+from record_factory import make_record, write_run
+from scipy.stats import mannwhitneyu
+
+from gameon.benchmark.records import Collected, VLMUsage
+from gameon.benchmark.report import write_report
+from gameon.benchmark.stats import (
+    iqm,
+    iqm_ci,
+    normalised_entropy,
+    probability_of_improvement,
+)
+
+SAMPLE = [0.9, 0.0, 0.3, 0.1, 0.6, 0.2, 0.5, 0.4]
+"""Sorted: 0.0 0.1 | 0.2 0.3 0.4 0.5 | 0.6 0.9; the IQM is the mean of the middle four, 0.35."""
+
+
+def test_iqm_is_the_mean_of_the_middle_half() -> None:
+    assert iqm(SAMPLE) == pytest.approx(0.35)
+    assert iqm([1.0, 2.0, 3.0, 4.0]) == pytest.approx(2.5)
+    assert iqm([0.0, 0.0, 0.0, 100.0]) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        iqm([])
+
+
+def test_bootstrap_interval_contains_the_estimate_and_narrows_with_more_runs() -> None:
+    small = iqm_ci([SAMPLE])
+    large = iqm_ci([SAMPLE * 8])
+    assert small.value == large.value == pytest.approx(0.35)
+    for estimate in (small, large):
+        assert estimate.low <= estimate.value <= estimate.high
+        assert 0.0 <= estimate.low < estimate.high <= 0.9
+    assert large.high - large.low < 0.6 * (small.high - small.low)
+
+
+def test_bootstrap_is_seeded() -> None:
+    sample = np.random.default_rng(0).uniform(size=30).tolist()
+    assert iqm_ci([sample], seed=3) == iqm_ci([sample], seed=3)
+    assert iqm_ci([sample], seed=3) != iqm_ci([sample], seed=4)
+
+
+def test_bootstrap_resamples_within_strata() -> None:
+    # Each stratum keeps its size, so two all-equal strata pool to the same sample every time;
+    # an unstratified bootstrap of the pooled eight values would vary.
+    estimate = iqm_ci([[0.0] * 4, [1.0] * 4])
+    assert (estimate.value, estimate.low, estimate.high) == (0.5, 0.5, 0.5)
+    mixed = iqm_ci([[0.0, 0.0, 0.0, 0.0], [0.2, 0.4, 0.6, 0.8]])
+    assert mixed.low <= mixed.value <= mixed.high and mixed.low < mixed.high
+
+
+def test_degenerate_samples_collapse_without_warnings() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert iqm_ci([[0.4]]).to_dict() == {"value": 0.4, "low": 0.4, "high": 0.4}
+        equal = iqm_ci([[0.7, 0.7, 0.7]])
+        assert equal.value == pytest.approx(0.7) and equal.low == equal.value == equal.high
+        single = iqm_ci([[0.2], [0.4, 0.8]])
+        assert single.low <= single.value <= single.high
+        assert probability_of_improvement([[1.0]], [[0.0]]).to_dict() == {
+            "value": 1.0,
+            "low": 1.0,
+            "high": 1.0,
+        }
+
+
+@pytest.mark.parametrize("bad", [[], [[]], [0.1, 0.2], np.array([0.1, 0.2]), [[0.1, math.nan]]])
+def test_bad_samples_are_refused_naming_the_form(bad) -> None:
+    with pytest.raises(ValueError, match="strat"):
+        iqm_ci(bad)
+
+
+def test_probability_of_improvement_on_known_inputs() -> None:
+    assert probability_of_improvement([[1, 2, 3]], [[0, 0, 0]]).value == 1.0
+    assert probability_of_improvement([[0, 0, 0]], [[1, 2, 3]]).value == 0.0
+    assert probability_of_improvement([[0.5, 0.5]], [[0.5, 0.5]]).value == 0.5
+    x, y = [0.6, 0.7, 0.8], [0.1, 0.2, 0.7]
+    known = probability_of_improvement([x], [y])
+    assert known.value == pytest.approx(7.5 / 9)
+    assert known.value == pytest.approx(mannwhitneyu(x, y).statistic / 9)
+    assert known.low <= known.value <= known.high <= 1.0
+    averaged = probability_of_improvement([[1.0, 0.9], [0.0, 0.1]], [[0.0, 0.1], [1.0, 0.9]])
+    assert averaged.value == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="same tasks"):
+        probability_of_improvement([[1.0]], [[0.0], [1.0]])
+
+
+def test_normalised_entropy_on_known_counts() -> None:
+    assert normalised_entropy({"a": 5, "b": 5}) == pytest.approx(1.0)
+    assert normalised_entropy({"a": 10}, ["a", "b", "c", "d"]) == 0.0
+    assert normalised_entropy({"a": 1, "b": 1}, ["a", "b", "c", "d"]) == pytest.approx(0.5)
+    expected = -(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)) / math.log(3)
+    assert normalised_entropy({"a": 2, "b": 1, "c": 1}) == pytest.approx(expected)
+    assert normalised_entropy({}) == 0.0
+    with pytest.raises(ValueError, match="outside the given"):
+        normalised_entropy({"z": 1}, ["a", "b"])
+
+
+FIXED = [[True, False, False, False], [False] * 4, [True, True, False, False]]
+VLM = [[True, True, True, False], [True, True, False, False], [True] * 4]
+
+
+def test_report_of_a_directory_with_valid_invalid_and_missing_records(tmp_path) -> None:
+    results = tmp_path / "results"
+    collected = Collected(episodes=4, skills={"reach": 2, "lift": 2}, objects={"red": 4})
+    vlm = VLMUsage(backend="rules", calls=6, prompt_tokens=100, completion_tokens=20)
+    for seed, successes in enumerate(FIXED):
+        write_run(results, make_record(seed, successes, collected=collected))
+    for seed, successes in enumerate(VLM):
+        record = make_record(seed, successes, "vlm", "vlm[rules]", collected=collected, vlm=vlm)
+        write_run(results, record)
+    (results / "broken").mkdir()
+    (results / "broken" / "record.json").write_text('{"format": "gameon-run-record-v1"}')
+    (results / "unfinished").mkdir()
+
+    paths = write_report(results)
+
+    assert paths.markdown == results / "report.md" and paths.json == results / "report.json"
+    summary = json.loads(paths.json.read_text())
+    groups = {g["curriculum_label"]: g for g in summary["groups"]}
+    assert set(groups) == {"fixed", "vlm[rules]"}
+    fixed, rules = groups["fixed"], groups["vlm[rules]"]
+    assert fixed["seeds"] == [0, 1, 2] and fixed["target_success_per_run"] == [0.25, 0.0, 0.5]
+    assert fixed["target_success"]["value"] == pytest.approx(0.25)
+    assert rules["target_success"]["value"] == pytest.approx(0.75)
+    assert fixed["improvement_over_fixed"] is None
+    assert rules["improvement_over_fixed"]["value"] == pytest.approx(8.5 / 9)
+    assert rules["per_skill_iqm"] == {"reach": pytest.approx(0.75)}
+    assert rules["diversity"]["skills_entropy"] == pytest.approx(math.log(2) / math.log(7))
+    assert rules["diversity"]["objects_entropy"] == 0.0
+    assert rules["vlm"]["per_run"]["calls"] == 6 and rules["vlm"]["total"]["calls"] == 18
+    assert rules["wall_seconds_mean"] == 10.0 and rules["steps_per_second_mean"] == 50.0
+
+    skipped = {s["path"].split("/")[-1]: s["reason"] for s in summary["skipped"]}
+    assert "not a valid run record" in skipped["broken"]
+    assert "no record.json" in skipped["unfinished"]
+
+    markdown = paths.markdown.read_text()
+    assert "| collect | GameOn/Reach-v0 | vlm[rules] | bc | 3 (0, 1, 2) | 0.75 [" in markdown
+    assert "broken" in markdown and "unfinished" in markdown
+    assert len(paths.plots) == 2
+    for plot in paths.plots:
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({plot.name})" in markdown
+
+
+def test_report_writes_to_out_dir_and_survives_an_empty_directory(tmp_path) -> None:
+    (tmp_path / "runs").mkdir()
+    paths = write_report(tmp_path / "runs", tmp_path / "out")
+    assert paths.markdown.parent == tmp_path / "out" and paths.plots == []
+    assert "No valid run records." in paths.markdown.read_text()
+    with pytest.raises(ValueError, match="not a directory"):
+        write_report(tmp_path / "absent")
