@@ -11,6 +11,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+FILE_MODE = 0o644
+"""Published files are world-readable (mkstemp would leave them private to the writer)."""
+
 
 def atomic_write(path: str | Path, data: str | bytes) -> Path:
     """Write `data` to `path` through a synced temporary file and a rename."""
@@ -20,6 +23,7 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as file:
+            os.fchmod(file.fileno(), FILE_MODE)
             file.write(payload)
             file.flush()
             os.fsync(file.fileno())

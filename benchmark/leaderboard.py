@@ -1,0 +1,509 @@
+"""The leaderboard: submissions of run records are validated, their aggregates recomputed from
+the per-episode outcomes, and only then appended to <board>/leaderboard.json, with copies of the
+records under <board>/leaderboard/<entry id>/ and a regenerated <board>/LEADERBOARD.md.
+
+A submission is the run records (record.json files or run folders) of one group: the same
+protocol, curriculum label, learner and env. It is rejected, with every reason naming the run and
+the check, unless:
+
+- schema: each record validates (benchmark.records.load_record);
+- env: its env id and evaluation env id are registered here and its env_version matches;
+- versions: it names the gameon-rl version it ran and a git commit;
+- suite: its evaluation episodes are exactly the shared suite, the (instruction, seed) pairs of
+  evaluation_suite(env, episodes_per_skill, SUITE_SEED), in order;
+- seeds: the runs have distinct seeds, at least `min_seeds` of them;
+- tampered: its claimed numbers agree with its own episodes: the last curve point is the final
+  evaluation, so its success_rate and per_skill must equal the episodes' (to 1e-9), and the
+  collected episodes must equal the sum of the collected skill counts;
+- duplicate: no run is already on the board (same content hash of identity and episodes), nor
+  twice in the submission;
+- verify (only with verify=True): the record's checkpoint, reloaded and run on the suite again,
+  reproduces the claimed success within `tolerance` (absolute, default 0.1) overall, on the
+  target skills and per skill. Evaluation is deterministic, so an honest claim reproduces exactly;
+  the tolerance only absorbs platform differences in floating point.
+
+The board is never lost: it is read and rewritten under a lock file, every file is written
+atomically, and a leaderboard.json that does not parse as a board is refused (BoardError), never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gameon.benchmark.atomic import atomic_write, file_lock
+from gameon.benchmark.evaluation import SUITE_SEED, EvalTask, evaluation_suite
+from gameon.benchmark.records import RECORD_FILE, RunRecord, load_record
+from gameon.benchmark.report import group_key, target_success
+from gameon.benchmark.stats import iqm, iqm_ci
+
+BOARD_FORMAT = "gameon-leaderboard-v1"
+BOARD_FILE = "leaderboard.json"
+MARKDOWN_FILE = "LEADERBOARD.md"
+LOCK_FILE = ".leaderboard.lock"
+ENTRIES_DIR = "leaderboard"
+MIN_SEEDS = 3
+TOLERANCE = 0.1
+"""Largest absolute difference between a claimed and a re-evaluated success rate (verify)."""
+PACKAGE = "gameon-rl"
+_EXACT = 1e-9
+_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
+class BoardError(ValueError):
+    """The board itself (leaderboard.json) is unreadable; it is left untouched."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BoardRun(_Strict):
+    """One run of an entry: its recomputed numbers and where its record's copy is."""
+
+    run_id: str
+    seed: int
+    hash: str
+    target_success: float
+    per_skill: dict[str, float]
+    git_commit: str
+    record: str
+    """the copy of the record, relative to the board folder"""
+
+
+class BoardEntry(_Strict):
+    """One accepted submission: the group, the recomputed aggregates and its runs."""
+
+    id: str
+    submitted: str
+    protocol: str
+    curriculum: str
+    curriculum_label: str
+    learner: str
+    env_id: str
+    env_version: int
+    eval_env_id: str
+    episodes_per_skill: int
+    target_skills: list[str]
+    gameon_version: str
+    seeds: list[int]
+    iqm: float
+    ci_low: float
+    ci_high: float
+    mean: float
+    per_skill_iqm: dict[str, float]
+    verified: bool
+    runs: list[BoardRun]
+
+
+class Board(_Strict):
+    """The contents of leaderboard.json."""
+
+    format: Literal["gameon-leaderboard-v1"] = BOARD_FORMAT
+    entries: list[BoardEntry] = []
+
+
+@dataclass
+class Submission:
+    """The verdict on a submission: accepted with its entry id, or rejected with the reasons."""
+
+    accepted: bool
+    reasons: list[str] = field(default_factory=list)
+    entry_id: str | None = None
+    entry: BoardEntry | None = None
+
+
+@dataclass(frozen=True)
+class _Run:
+    source: Path
+    folder: Path
+    text: bytes
+    record: RunRecord
+
+    @property
+    def name(self) -> str:
+        return f"run {self.record.run_id!r} ({self.source})"
+
+
+def submit(
+    paths: Sequence[str | Path],
+    board_dir: str | Path = Path("results"),
+    verify: bool = False,
+    min_seeds: int = MIN_SEEDS,
+    tolerance: float = TOLERANCE,
+) -> Submission:
+    """Validate the run records of one group and, if every check passes, add them to the board."""
+    board_dir = Path(board_dir)
+    read_board(board_dir)
+    if not paths:
+        return Submission(False, ["no run records given: pass record.json files or run folders"])
+    runs, reasons = _load(paths)
+    for run in runs:
+        reasons += check_record(run.record, run.name)
+    if reasons:
+        return Submission(False, reasons)
+    reasons = check_group(runs, min_seeds)
+    if not reasons and verify:
+        reasons = [reason for run in runs for reason in verify_run(run, tolerance)]
+    if reasons:
+        return Submission(False, reasons)
+    with file_lock(board_dir / LOCK_FILE):
+        board = read_board(board_dir)
+        reasons = _duplicates(runs, board)
+        if reasons:
+            return Submission(False, reasons)
+        entry = _store(runs, board, board_dir, verify)
+    return Submission(True, [], entry.id, entry)
+
+
+def read_board(board_dir: str | Path) -> Board:
+    """The board in board_dir (empty if it has none yet); BoardError if leaderboard.json is
+    corrupt."""
+    path = Path(board_dir) / BOARD_FILE
+    if not path.exists():
+        return Board()
+    try:
+        return Board.model_validate_json(path.read_bytes())
+    except (ValidationError, UnicodeDecodeError, OSError) as error:
+        problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise BoardError(
+            f"{path} is corrupt ({problem}); it is left untouched and nothing is submitted "
+            f"until it is restored (e.g. from git; the records are under {ENTRIES_DIR}/)"
+        ) from None
+
+
+def _load(paths: Sequence[str | Path]) -> tuple[list[_Run], list[str]]:
+    runs, reasons = [], []
+    for given in paths:
+        path = Path(given)
+        file = path / RECORD_FILE if path.is_dir() else path
+        try:
+            record = load_record(file)
+        except ValueError as error:
+            reasons.append(f"{path}: schema: {error}")
+            continue
+        runs.append(_Run(path, file.parent, file.read_bytes(), record))
+    return runs, reasons
+
+
+def check_record(record: RunRecord, name: str) -> list[str]:
+    """Everything one record must satisfy on its own: env, versions, suite, claimed numbers."""
+    return (
+        _check_env(record, name)
+        + _check_versions(record, name)
+        + _check_suite(record, name)
+        + (_check_claims(record, name))
+    )
+
+
+def _check_env(record: RunRecord, name: str) -> list[str]:
+    import gameon.envs  # noqa: F401  (registers the ids)
+
+    reasons = []
+    for env_id in dict.fromkeys((record.env_id, record.evaluation.env_id)):
+        if env_id not in gym.registry:
+            reasons.append(f"{name}: env: {env_id!r} is not a registered env id here")
+    if record.env_id in gym.registry and gym.spec(record.env_id).version != record.env_version:
+        version = gym.spec(record.env_id).version
+        reasons.append(
+            f"{name}: env: env_version {record.env_version} but {record.env_id} is v{version}"
+        )
+    return reasons
+
+
+def _check_versions(record: RunRecord, name: str) -> list[str]:
+    reasons = []
+    if not record.versions.get(PACKAGE):
+        reasons.append(f"{name}: versions: no {PACKAGE} version in versions")
+    if not record.git_commit or not _COMMIT.fullmatch(record.git_commit):
+        reasons.append(f"{name}: versions: git_commit {record.git_commit!r} is not a commit hash")
+    return reasons
+
+
+@lru_cache(maxsize=32)
+def shared_suite(env_id: str, episodes_per_skill: int) -> tuple[tuple[str, int], ...]:
+    """The (instruction, seed) pairs every record of this env and size must be evaluated on."""
+    tasks = evaluation_suite(env_id, episodes_per_skill, SUITE_SEED)
+    return tuple((task.instruction, task.seed) for task in tasks)
+
+
+def _check_suite(record: RunRecord, name: str) -> list[str]:
+    evaluation = record.evaluation
+    if evaluation.suite_seed != SUITE_SEED:
+        return [
+            f"{name}: suite: suite_seed {evaluation.suite_seed}, the shared suite's is {SUITE_SEED}"
+        ]
+    if evaluation.env_id not in gym.registry:
+        return []
+    expected = shared_suite(evaluation.env_id, evaluation.episodes_per_skill)
+    claimed = tuple((e.instruction, e.seed) for e in evaluation.episodes)
+    if claimed == expected:
+        return []
+    where = f"{evaluation.env_id}, {evaluation.episodes_per_skill} per skill"
+    if len(claimed) != len(expected):
+        return [
+            f"{name}: suite: {len(claimed)} episodes, the shared suite ({where}) has "
+            f"{len(expected)}"
+        ]
+    index = next(i for i, (a, b) in enumerate(zip(claimed, expected, strict=True)) if a != b)
+    return [
+        f"{name}: suite: episode {index} is {claimed[index]}, the shared suite ({where}) has "
+        f"{expected[index]}"
+    ]
+
+
+def _check_claims(record: RunRecord, name: str) -> list[str]:
+    reasons = []
+    last = record.curve[-1]
+    actual = record.evaluation.success_rate()
+    episodes = len(record.evaluation.episodes)
+    if abs(last.success_rate - actual) > _EXACT:
+        reasons.append(
+            f"{name}: tampered: curve[-1].success_rate claims {last.success_rate:.4f} but its "
+            f"{episodes} evaluation episodes give {actual:.4f}"
+        )
+    per_skill = record.evaluation.per_skill()
+    if set(last.per_skill) != set(per_skill):
+        reasons.append(
+            f"{name}: tampered: curve[-1].per_skill has skills {sorted(last.per_skill)}, "
+            f"its evaluation episodes {sorted(per_skill)}"
+        )
+    else:
+        for skill, rate in per_skill.items():
+            if abs(last.per_skill[skill] - rate) > _EXACT:
+                reasons.append(
+                    f"{name}: tampered: curve[-1].per_skill[{skill!r}] claims "
+                    f"{last.per_skill[skill]:.4f} but its episodes give {rate:.4f}"
+                )
+    collected = record.collected
+    if collected is not None and collected.episodes != sum(collected.skills.values()):
+        reasons.append(
+            f"{name}: tampered: collected.episodes {collected.episodes} but its skill counts "
+            f"sum to {sum(collected.skills.values())}"
+        )
+    return reasons
+
+
+def check_group(runs: Sequence[_Run], min_seeds: int) -> list[str]:
+    """One group, the same evaluation for all, distinct run ids and seeds, enough seeds."""
+    reasons = []
+    keys = {group_key(run.record) for run in runs}
+    if len(keys) > 1:
+        listed = "; ".join(f"{run.record.run_id}: {group_key(run.record)}" for run in runs)
+        reasons.append(
+            "group: a submission is one (protocol, curriculum_label, learner, env_id); "
+            f"got {listed}"
+        )
+    suites = {(r.record.evaluation.env_id, r.record.evaluation.episodes_per_skill) for r in runs}
+    if len(suites) > 1:
+        reasons.append(f"suite: the runs were evaluated on different suites {sorted(suites)}")
+    for attribute in ("run_id", "seed"):
+        seen: dict[object, str] = {}
+        for run in runs:
+            value = getattr(run.record, attribute)
+            if value in seen:
+                reasons.append(f"seeds: {attribute} {value!r} twice: {seen[value]} and {run.name}")
+            seen[value] = run.name
+    seeds = {run.record.seed for run in runs}
+    if len(seeds) < min_seeds:
+        reasons.append(
+            f"seeds: {len(seeds)} distinct seed(s) {sorted(seeds)}; a submission needs at least "
+            f"{min_seeds}"
+        )
+    return reasons
+
+
+def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
+    """Reload the run's checkpoint, re-run its suite, and compare with the claimed episodes."""
+    import torch
+
+    from gameon.baselines.common import load_policy
+    from gameon.benchmark.evaluation import evaluate
+
+    record = run.record
+    if record.checkpoint is None:
+        return [f"{run.name}: verify: the record names no checkpoint to re-evaluate"]
+    try:
+        policy = load_policy(run.folder / record.checkpoint)
+    except ValueError as error:
+        return [f"{run.name}: verify: {error}"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        suite = [EvalTask(e.instruction, e.seed) for e in record.evaluation.episodes]
+        report = evaluate(policy, record.evaluation.env_id, suite=suite)
+    finally:
+        torch.set_num_threads(threads)
+    claimed = record.evaluation
+    differing = sum(
+        a.success != b.success for a, b in zip(claimed.episodes, report.episodes, strict=True)
+    )
+    reproduced = {"success rate": report.success_rate, **report.rates()}
+    claims = {"success rate": claimed.success_rate(), **claimed.per_skill()}
+    targets = tuple(record.target_skills)
+    if set(targets) != set(claims) - {"success rate"}:
+        target_episodes = [e.success for e in report.episodes if e.skill in targets]
+        reproduced["target success"] = sum(target_episodes) / len(target_episodes)
+        claims["target success"] = record.target_success
+    mismatches = [
+        f"{what} {claims[what]:.3f} claimed, {value:.3f} reproduced"
+        for what, value in reproduced.items()
+        if abs(claims[what] - value) > tolerance
+    ]
+    if not mismatches:
+        return []
+    return [
+        f"{run.name}: verify: its checkpoint does not reproduce the claim within {tolerance}: "
+        f"{'; '.join(mismatches)} ({differing} of {len(suite)} episodes differ)"
+    ]
+
+
+def run_hash(record: RunRecord) -> str:
+    """Content hash of a run's identity and evaluation episodes (not its run id or timings)."""
+    identity = {
+        "protocol": record.protocol,
+        "curriculum": record.curriculum,
+        "curriculum_label": record.curriculum_label,
+        "learner": record.learner,
+        "env_id": record.env_id,
+        "seed": record.seed,
+        "evaluation": record.evaluation.model_dump(mode="json"),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def _duplicates(runs: Sequence[_Run], board: Board) -> list[str]:
+    on_board = {run.hash: entry.id for entry in board.entries for run in entry.runs}
+    reasons, seen = [], {}
+    for run in runs:
+        digest = run_hash(run.record)
+        if digest in on_board:
+            reasons.append(
+                f"{run.name}: duplicate: already on the board in entry {on_board[digest]}"
+            )
+        elif digest in seen:
+            reasons.append(f"{run.name}: duplicate: the same run as {seen[digest]}")
+        seen[digest] = run.name
+    return reasons
+
+
+def _store(runs: Sequence[_Run], board: Board, board_dir: Path, verified: bool) -> BoardEntry:
+    """Copy the records, then append the entry to leaderboard.json, then rewrite LEADERBOARD.md."""
+    runs = sorted(runs, key=lambda r: r.record.seed)
+    digest = hashlib.sha256("".join(run_hash(r.record) for r in runs).encode()).hexdigest()
+    entry_id = f"{len(board.entries) + 1:04d}-{digest[:8]}"
+    folder = board_dir / ENTRIES_DIR / entry_id
+    if folder.exists():
+        shutil.rmtree(folder)
+    board_runs = []
+    for index, run in enumerate(runs):
+        copy = folder / f"{index:02d}_{_safe(run.record.run_id)}" / RECORD_FILE
+        atomic_write(copy, run.text)
+        board_runs.append(_board_run(run.record, copy.relative_to(board_dir)))
+    entry = _entry(entry_id, [r.record for r in runs], board_runs, verified)
+    updated = Board(entries=[*board.entries, entry])
+    atomic_write(board_dir / BOARD_FILE, updated.model_dump_json(indent=1) + "\n")
+    atomic_write(board_dir / MARKDOWN_FILE, render_markdown(updated))
+    return entry
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80] or "run"
+
+
+def _board_run(record: RunRecord, copy: Path) -> BoardRun:
+    return BoardRun(
+        run_id=record.run_id,
+        seed=record.seed,
+        hash=run_hash(record),
+        target_success=record.target_success,
+        per_skill=record.evaluation.per_skill(),
+        git_commit=record.git_commit or "",
+        record=str(copy),
+    )
+
+
+def _entry(
+    entry_id: str, records: list[RunRecord], runs: list[BoardRun], verified: bool
+) -> BoardEntry:
+    first = records[0]
+    scores = target_success(records)
+    estimate = iqm_ci([scores])
+    skills = list(dict.fromkeys(s for r in records for s in r.evaluation.per_skill()))
+    return BoardEntry(
+        id=entry_id,
+        submitted=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        protocol=first.protocol,
+        curriculum=first.curriculum,
+        curriculum_label=first.curriculum_label,
+        learner=first.learner,
+        env_id=first.env_id,
+        env_version=first.env_version,
+        eval_env_id=first.evaluation.env_id,
+        episodes_per_skill=first.evaluation.episodes_per_skill,
+        target_skills=first.target_skills,
+        gameon_version=first.versions.get(PACKAGE) or "",
+        seeds=[r.seed for r in records],
+        iqm=estimate.value,
+        ci_low=estimate.low,
+        ci_high=estimate.high,
+        mean=sum(scores) / len(scores),
+        per_skill_iqm={
+            s: iqm([r.evaluation.per_skill().get(s, 0.0) for r in records]) for s in skills
+        },
+        verified=verified,
+        runs=runs,
+    )
+
+
+def render_markdown(board: Board) -> str:
+    """LEADERBOARD.md: entries ranked by target-success IQM within each (protocol, env)."""
+    lines = [
+        "# Leaderboard",
+        "",
+        "Generated from `leaderboard.json` by `gameon leaderboard submit`; do not edit by hand.",
+        "Target success is recomputed from each run's evaluation episodes on the shared suite and",
+        "aggregated over seeds: interquartile mean (IQM) with a 95% stratified-bootstrap interval.",
+        "",
+        "| rank | protocol | env | curriculum | learner | seeds | IQM [95% CI] | mean | "
+        "eval episodes/skill | verified | submitted | commit | entry |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    ordered = sorted(board.entries, key=lambda e: (e.protocol, e.env_id, -e.iqm, -e.mean, e.id))
+    rank, previous = 0, None
+    for entry in ordered:
+        rank = rank + 1 if (entry.protocol, entry.env_id) == previous else 1
+        previous = (entry.protocol, entry.env_id)
+        commits = sorted({run.git_commit[:7] for run in entry.runs})
+        cells = [
+            rank,
+            entry.protocol,
+            f"`{entry.env_id}`",
+            entry.curriculum_label,
+            entry.learner,
+            len(entry.seeds),
+            f"{entry.iqm:.2f} [{entry.ci_low:.2f}, {entry.ci_high:.2f}]",
+            f"{entry.mean:.2f}",
+            entry.episodes_per_skill,
+            "yes" if entry.verified else "no",
+            entry.submitted[:10],
+            ", ".join(commits),
+            entry.id,
+        ]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    if not board.entries:
+        lines.append("")
+        lines.append("No entries yet.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,187 @@
+"""Leaderboard submissions: a good one enters the board; malformed, tampered, duplicate, too-few-
+seed and wrong-suite ones are rejected naming the run and the check, leaving the board's files
+byte-identical; a corrupt board is refused; --verify re-evaluates checkpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from record_factory import ENV_ID, make_record, write_run
+
+from gameon.benchmark.evaluation import evaluate
+from gameon.benchmark.leaderboard import BoardError, read_board, submit
+
+FIXED = [[True, False, False, False], [False] * 4, [True, True, False, False]]
+LP = [[True, True, True, False], [True, True, False, False], [True] * 4]
+
+
+def _runs(root: Path, outcomes: list[list[bool]], curriculum: str = "fixed") -> list[Path]:
+    return [
+        write_run(root, make_record(seed, successes, curriculum))
+        for seed, successes in enumerate(outcomes)
+    ]
+
+
+def _snapshot(board: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(board)): p.read_bytes() for p in board.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def board(tmp_path) -> Path:
+    """A board holding one accepted entry (fixed, 3 seeds)."""
+    board = tmp_path / "board"
+    result = submit(_runs(tmp_path / "fixed", FIXED), board)
+    assert result.accepted, result.reasons
+    return board
+
+
+def _rejected(board: Path, paths: list[Path], *needles: str, **kwargs) -> list[str]:
+    before = _snapshot(board)
+    result = submit(paths, board, **kwargs)
+    assert not result.accepted and result.entry_id is None
+    text = "\n".join(result.reasons)
+    for needle in needles:
+        assert needle in text, text
+    assert _snapshot(board) == before
+    return result.reasons
+
+
+def test_good_submissions_enter_the_board_ranked(board, tmp_path) -> None:
+    entry = read_board(board).entries[0]
+    assert (entry.curriculum_label, entry.learner, entry.env_id) == ("fixed", "bc", ENV_ID)
+    assert entry.seeds == [0, 1, 2] and entry.iqm == pytest.approx(0.25)
+    assert entry.ci_low <= entry.iqm <= entry.ci_high and not entry.verified
+    for run in entry.runs:
+        assert json.loads((board / run.record).read_text())["run_id"] == run.run_id
+
+    result = submit([p / "record.json" for p in _runs(tmp_path / "lp", LP, "lp")], board)
+
+    assert result.accepted and result.reasons == []
+    entries = read_board(board).entries
+    assert [e.id for e in entries] == [entry.id, result.entry_id]
+    assert entries[0] == entry
+    table = (board / "LEADERBOARD.md").read_text()
+    rows = [
+        line for line in table.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")
+    ]
+    assert rows[0].startswith(f"| 1 | collect | `{ENV_ID}` | lp | bc | 3 | 0.75 [")
+    assert rows[1].startswith(f"| 2 | collect | `{ENV_ID}` | fixed | bc | 3 | 0.25 [")
+    assert "| 0123456 |" in rows[0] and result.entry_id in rows[0]
+
+
+def test_malformed_records_are_rejected(board, tmp_path) -> None:
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    (runs[0] / "record.json").write_text("{not json")
+    data = json.loads((runs[1] / "record.json").read_text())
+    del data["evaluation"]
+    (runs[1] / "record.json").write_text(json.dumps(data))
+    reasons = _rejected(board, runs, "schema", "is not JSON", "evaluation: Field required")
+    assert str(runs[0]) in reasons[0] and str(runs[1]) in reasons[1]
+    _rejected(board, [tmp_path / "nowhere"], "no run record at")
+    _rejected(board, [], "no run records given")
+
+
+def test_tampered_claims_are_rejected_naming_run_and_field(board, tmp_path) -> None:
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    data = json.loads((runs[1] / "record.json").read_text())
+    data["curve"][-1]["success_rate"] = 1.0
+    data["curve"][-1]["per_skill"]["reach"] = 1.0
+    (runs[1] / "record.json").write_text(json.dumps(data))
+    reasons = _rejected(board, runs, "tampered", "curve[-1].success_rate claims 1.0000")
+    assert all("collect__lp__bc__1" in reason for reason in reasons)
+    assert any(
+        "curve[-1].per_skill['reach'] claims 1.0000 but its episodes give 0.5000" in r
+        for r in reasons
+    )
+
+
+def test_duplicates_are_rejected(board, tmp_path) -> None:
+    again = _runs(tmp_path / "again", FIXED)
+    entry_id = read_board(board).entries[0].id
+    _rejected(board, again, "duplicate: already on the board in entry " + entry_id)
+    twice = _runs(tmp_path / "lp", LP, "lp")
+    _rejected(board, [*twice, twice[0] / "record.json"], "twice")
+
+
+def test_too_few_seeds_are_rejected(board, tmp_path) -> None:
+    runs = _runs(tmp_path / "lp", LP[:2], "lp")
+    _rejected(board, runs, "seeds: 2 distinct seed(s) [0, 1]; a submission needs at least 3")
+    assert submit(runs, board, min_seeds=2).accepted
+
+
+def test_wrong_suite_and_other_checks_are_rejected(board, tmp_path) -> None:
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    data = json.loads((runs[0] / "record.json").read_text())
+    data["evaluation"]["episodes"][2]["seed"] = 123
+    (runs[0] / "record.json").write_text(json.dumps(data))
+    data = json.loads((runs[1] / "record.json").read_text())
+    data["git_commit"], data["versions"] = None, {}
+    (runs[1] / "record.json").write_text(json.dumps(data))
+    _rejected(
+        board,
+        runs,
+        "collect__lp__bc__0",
+        "suite: episode 2 is",
+        "versions: no gameon-rl version",
+        "versions: git_commit None",
+    )
+    good = _runs(tmp_path / "good", LP, "lp")
+    shorter = write_run(tmp_path / "short", make_record(5, [True, False], "lp"))
+    _rejected(board, [*good, shorter], "suite: the runs were evaluated on different suites")
+    other = write_run(tmp_path / "other", make_record(7, [True] * 4, "hand"))
+    _rejected(board, [*good, other], "group: a submission is one")
+
+
+def test_a_corrupt_board_is_refused_and_left_alone(board, tmp_path) -> None:
+    path = board / "leaderboard.json"
+    for corrupt in (b'{"format": "gameon-leaderboard-v1", "entries": [{"id": 1}]}', b"\x00{"):
+        path.write_bytes(corrupt)
+        with pytest.raises(BoardError, match="is corrupt .* left untouched"):
+            submit(_runs(tmp_path / "lp", LP, "lp"), board)
+        assert path.read_bytes() == corrupt
+
+
+def _checkpoint_run(root: Path, claim_success: bool | None = None) -> Path:
+    """A run folder whose record's episodes are its checkpoint's true evaluation, or a doctored
+    claim that every episode succeeded."""
+    from gameon.baselines.common import Actor, flat_size, load_policy, save_checkpoint
+
+    env = gym.make(ENV_ID)
+    actor = Actor(flat_size(env.observation_space), env.action_space.shape[0], hidden=(16,))
+    folder = root / "run"
+    save_checkpoint(folder / "policy.pt", "bc", ENV_ID, actor, None, {})
+    report = evaluate(load_policy(folder / "policy.pt"), ENV_ID, episodes_per_skill=2)
+    record = make_record(0, [], report=report, checkpoint="policy.pt")
+    if claim_success is not None:
+        successes = [claim_success] * len(report.episodes)
+        record = make_record(0, successes, report=None, checkpoint="policy.pt")
+    (folder / "record.json").write_text(record.model_dump_json())
+    return folder
+
+
+def test_verify_accepts_a_true_claim_and_rejects_a_doctored_one(tmp_path) -> None:
+    true_run = _checkpoint_run(tmp_path / "true")
+    truth = json.loads((true_run / "record.json").read_text())["evaluation"]["episodes"]
+    claimed = not any(e["success"] for e in truth)
+    doctored = _checkpoint_run(tmp_path / "doctored", claim_success=claimed)
+
+    accepted = submit([true_run], tmp_path / "board", verify=True, min_seeds=1)
+    assert accepted.accepted, accepted.reasons
+    assert read_board(tmp_path / "board").entries[0].verified
+
+    other = tmp_path / "other_board"
+    reasons = _rejected(
+        other,
+        [doctored],
+        "verify: its checkpoint does not reproduce",
+        "success rate 1.000 claimed, 0.000 reproduced",
+        "2 of 2 episodes differ",
+        verify=True,
+        min_seeds=1,
+    )
+    assert "collect__fixed__bc__0" in reasons[0]
+    (doctored / "policy.pt").unlink()
+    _rejected(other, [doctored], "verify: no checkpoint at", verify=True, min_seeds=1)
