@@ -1,0 +1,192 @@
+"""`gameon bench run|report` and `gameon leaderboard submit`, also runnable on their own:
+
+    python -m gameon.benchmark.commands bench run [SPEC] [--results DIR] [--runner local|ray] ...
+    python -m gameon.benchmark.commands bench report DIR
+    python -m gameon.benchmark.commands leaderboard submit RUNS... [--verify]
+
+`main(argv)` takes the arguments after `gameon` (starting with "bench" or "leaderboard") and
+returns the exit status: 0 success, 1 a run or a submission failed, 2 a usage error, 130
+interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import tyro
+
+from gameon.benchmark.matrix import DEFAULT_PRESET, PRESETS
+
+DEFAULT_RESULTS_ROOT = Path("runs") / "bench"
+COMMANDS = {
+    ("bench", "run"): "run a benchmark matrix and write one validated record per run",
+    ("bench", "report"): "aggregate a results directory into a table, a JSON summary and plots",
+    ("leaderboard", "submit"): "validate run records and add them to the leaderboard",
+}
+
+
+@dataclass
+class BenchRun:
+    """Run a benchmark matrix (a preset or a TOML spec); rerun the same command to resume."""
+
+    spec: tyro.conf.Positional[str] = DEFAULT_PRESET
+    """a preset (smoke, paper, full) or the path of a matrix spec in TOML"""
+    results: Path | None = None
+    """results directory; default runs/bench/{spec name}"""
+    runner: Literal["local", "ray"] = "local"
+    """local: a process pool on this machine; ray: a Ray cluster (RAY_ADDRESS or --ray-address,
+    else a local one)"""
+    workers: int | None = None
+    """runs at once; default the number of CPUs (of the cluster, with a Ray address)"""
+    retries: int = 1
+    """extra attempts of a run whose worker raised or died"""
+    ray_address: str | None = None
+    """Ray cluster address; default RAY_ADDRESS, else a local cluster"""
+    only: str | None = None
+    """run only the runs whose id contains this substring"""
+    report: bool = True
+    """write the report (table, JSON summary, plots) at the end, if the report module exists"""
+
+
+@dataclass
+class BenchReport:
+    """Aggregate the run records of a results directory into a table, a JSON summary and plots."""
+
+    results_dir: tyro.conf.Positional[Path]
+    """the results directory of `gameon bench run`"""
+    out: Path | None = None
+    """where the report goes; default the report module's choice (inside the results directory)"""
+
+
+@dataclass
+class LeaderboardSubmit:
+    """Validate run records (files or run folders) and add the accepted ones to the leaderboard."""
+
+    runs: tyro.conf.Positional[list[Path]]
+    """record.json files or run folders"""
+    board: Path = Path("results")
+    """the folder of leaderboard.json and LEADERBOARD.md"""
+    verify: bool = False
+    """re-evaluate each submitted checkpoint and reject claims it cannot reproduce"""
+
+
+def bench_run(command: BenchRun) -> int:
+    """Run the matrix, then say where the records are and how to make the table and plots."""
+    from rich.console import Console
+
+    from gameon.benchmark.matrix import load_spec
+    from gameon.benchmark.runner import RunnerOptions, run_matrix
+
+    console = Console()
+    spec = load_spec(command.spec)
+    results = command.results or DEFAULT_RESULTS_ROOT / spec.name
+    console.print(f"matrix {spec.name!r}: {spec.description or command.spec}")
+    for note in spec.notes:
+        console.print(note)
+    options = RunnerOptions(
+        runner=command.runner,
+        workers=command.workers,
+        retries=command.retries,
+        ray_address=command.ray_address,
+        only=command.only,
+    )
+    outcome = run_matrix(spec, results, options, console)
+    console.print(
+        f"{outcome.count('done')} runs done now, {outcome.count('skipped')} finished before, "
+        f"{outcome.count('failed')} failed, {outcome.count('unavailable')} not available yet"
+    )
+    console.print(f"records: {results}/<run_id>/record.json (matrix: {results}/matrix.json)")
+    for result in outcome.results:
+        if result.status == "failed":
+            console.print(f"  failed: {result.run_id} (see {results / result.run_id}/error.txt)")
+    report_ok = True
+    if command.report:
+        report_ok = _report_after_run(results, console)
+    return 0 if outcome.ok and report_ok else 1
+
+
+def _report_after_run(results: Path, console) -> bool:
+    command = f"gameon bench report {results}"
+    if importlib.util.find_spec("gameon.benchmark.report") is None:
+        console.print(f"table and plots: {command} (the report module is not installed yet)")
+        return True
+    try:
+        status = bench_report(BenchReport(results))
+    except Exception as error:  # noqa: BLE001  (the runs are safe; say why the report is not)
+        console.print(f"[red]the report failed[/red]: {error}; retry with: {command}")
+        return False
+    return status == 0
+
+
+def bench_report(command: BenchReport) -> int:
+    """Write the report of a results directory and print where its files are."""
+    from gameon.benchmark.report import write_report
+
+    if not command.results_dir.is_dir():
+        raise ValueError(f"no results directory at {command.results_dir}")
+    paths = write_report(command.results_dir, command.out)
+    print(f"table: {paths.markdown}")
+    print(f"summary: {paths.json}")
+    plots = list(paths.plots) if isinstance(paths.plots, list | tuple) else [paths.plots]
+    for plot in plots:
+        print(f"plot: {plot}")
+    return 0
+
+
+def leaderboard_submit(command: LeaderboardSubmit) -> int:
+    """Submit run records to the leaderboard; print what was accepted or why not."""
+    from gameon.benchmark.leaderboard import submit
+
+    submission = submit(command.runs, board_dir=command.board, verify=command.verify)
+    if submission.accepted:
+        print(f"accepted: {command.board / 'LEADERBOARD.md'} regenerated")
+        return 0
+    print("rejected:")
+    for reason in submission.reasons:
+        print(f"  - {reason}")
+    return 1
+
+
+HANDLERS = {
+    ("bench", "run"): (BenchRun, bench_run),
+    ("bench", "report"): (BenchReport, bench_report),
+    ("leaderboard", "submit"): (LeaderboardSubmit, leaderboard_submit),
+}
+
+
+def usage() -> str:
+    """The commands this module runs, one a line."""
+    lines = ["usage: gameon COMMAND SUBCOMMAND [OPTIONS] (--help for a command's options)"]
+    lines += [f"  gameon {' '.join(key):20s} {text}" for key, text in COMMANDS.items()]
+    lines.append(f"  presets: {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `bench run|report ...` or `leaderboard submit ...` and run it; the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    key = tuple(argv[:2])
+    if key not in HANDLERS:
+        print(usage(), file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    cls, handler = HANDLERS[key]
+    try:
+        command = tyro.cli(cls, args=argv[2:], prog=f"gameon {' '.join(key)}")
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 2
+    try:
+        return handler(command)
+    except ValueError as error:
+        print(f"gameon {' '.join(key)}: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+"""Run a matrix: every run in a fresh worker process, on a local process pool or on Ray.
+
+Results go to one folder per run under the results directory (see `benchmark.runs`), next to
+matrix.json, the expanded spec the directory belongs to. Running the same spec again skips the
+runs whose record is finished and valid and re-runs failed or interrupted ones; a different spec
+is refused. A run whose worker raises or dies is retried up to `retries` times (an online run
+starts over, a collect run resumes from its committed iteration); if it still fails, the reason
+is in its error.txt and the other runs go on. Records are only ever written by an atomic rename,
+so killing the matrix at any point loses no finished run and leaves no half-written record.
+
+The Ray runner uses the cluster at RAY_ADDRESS (or `ray_address`), else starts a local one with
+`workers` CPUs bound to 127.0.0.1. Its workers run the same worker process in the run folders, so
+on a multi-node cluster the results directory must be on a filesystem every node shares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gameon.benchmark.matrix import MatrixSpec, RunSpec, curriculum_available, expand, spec_dict
+from gameon.benchmark.runs import (
+    ATTEMPT_VARIABLE,
+    ERROR_FILE,
+    FAULT_VARIABLE,
+    LOG_FILE,
+    _write_text,
+    is_complete,
+    prepare,
+    write_error,
+)
+
+MATRIX_FILE = "matrix.json"
+LOCK_FILE = ".bench.lock"
+RUNNERS = ("local", "ray")
+POLL_SECONDS = 0.2
+LOG_TAIL_LINES = 30
+
+
+@dataclass
+class RunnerOptions:
+    """How to run a matrix: which runner, how many runs at once, how often to retry."""
+
+    runner: Literal["local", "ray"] = "local"
+    workers: int | None = None
+    """runs at once; None: os.cpu_count() (ray with an address: the cluster's CPUs)"""
+    retries: int = 1
+    """extra attempts of a run whose worker raised or died"""
+    ray_address: str | None = None
+    """Ray cluster to use; None: RAY_ADDRESS, else a local cluster"""
+    only: str | None = None
+    """run only the runs whose id contains this substring"""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the bad option and what it accepts."""
+        if self.runner not in RUNNERS:
+            raise ValueError(f"unknown runner {self.runner!r}; accepted: {', '.join(RUNNERS)}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be >= 0, got {self.retries}")
+
+
+@dataclass
+class RunResult:
+    """How one run of the matrix ended in this invocation."""
+
+    run_id: str
+    status: Literal["done", "skipped", "failed", "unavailable"]
+    """done: ran now; skipped: finished before; failed: see error; unavailable: not built yet"""
+    attempts: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class MatrixResult:
+    """What one `run_matrix` call did."""
+
+    results_dir: Path
+    results: list[RunResult] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        """No run failed (runs of a curriculum not built yet do not count as failures)."""
+        return self.count("failed") == 0
+
+
+# -- the results directory ----------------------------------------------------------------------
+
+
+def write_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
+    """Write matrix.json atomically, or refuse if the directory holds another matrix's results."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    wanted = spec_dict(spec)
+    path = results_dir / MATRIX_FILE
+    if path.is_file():
+        try:
+            existing = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"{path} is not JSON ({error}); move it away or use another dir"
+            ) from None
+        difference = matrix_difference(existing, wanted)
+        if difference:
+            raise ValueError(
+                f"{results_dir} holds the results of another matrix "
+                f"({existing.get('name')!r}, {len(existing.get('runs', []))} runs): {difference}. "
+                "Run that spec again to resume it, or give another --results directory."
+            )
+    _write_text(path, json.dumps(wanted, indent=1) + "\n")
+
+
+def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str | None:
+    """A one-line description of how two expanded matrices differ, or None if they do not."""
+    old = {r["run_id"]: r for r in existing.get("runs", [])}
+    new = {r["run_id"]: r for r in wanted["runs"]}
+    if existing.get("format") != wanted["format"]:
+        return f"format {existing.get('format')!r} is not {wanted['format']!r}"
+    only_old, only_new = sorted(old.keys() - new.keys()), sorted(new.keys() - old.keys())
+    if only_old or only_new:
+        first = (only_new or only_old)[0]
+        side = "is new" if only_new else "is not in this spec"
+        return f"{len(only_old) + len(only_new)} run ids differ, e.g. {first} {side}"
+    changed = sorted(i for i in new if old[i] != new[i])
+    if changed:
+        keys = [k for k in new[changed[0]] if new[changed[0]][k] != old[changed[0]].get(k)]
+        return f"{len(changed)} runs have other settings, e.g. {changed[0]} ({', '.join(keys)})"
+    return None
+
+
+@contextlib.contextmanager
+def results_lock(results_dir: Path) -> Iterator[None]:
+    """Hold the results directory for this invocation; ValueError if another one holds it."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    with open(results_dir / LOCK_FILE, "a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"another `gameon bench run` is using {results_dir}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+# -- worker processes ---------------------------------------------------------------------------
+
+
+def worker_environment(attempt: int, fault: str | None = None) -> dict[str, str]:
+    """The environment of a worker process: single-threaded maths, the attempt number."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            ATTEMPT_VARIABLE: str(attempt),
+        }
+    )
+    if fault is not None:
+        env[FAULT_VARIABLE] = fault
+    return env
+
+
+def start_worker(run_dir: Path, attempt: int, fault: str | None = None) -> subprocess.Popen:
+    """Start `python -m gameon.benchmark.runs RUN_DIR`, its output appended to run.log."""
+    with open(Path(run_dir) / LOG_FILE, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "gameon.benchmark.runs", str(run_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=worker_environment(attempt, fault),
+        )
+
+
+def run_worker(run_dir: str, attempt: int, fault: str | None = None) -> int:
+    """Run one worker process to the end and return its exit status (the Ray task's body)."""
+    process = start_worker(Path(run_dir), attempt, fault)
+    try:
+        return process.wait()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+class LocalLauncher:
+    """Runs each attempt as a child process of this one."""
+
+    def __init__(self, workers: int | None) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        self.description = f"local process pool, {self.workers} workers"
+
+    def start(self, run_dir: Path, attempt: int) -> subprocess.Popen:
+        return start_worker(run_dir, attempt)
+
+    def poll(self, handle: subprocess.Popen) -> tuple[int, str] | None:
+        """None while running, else (exit status, what happened if it was not a clean exit)."""
+        status = handle.poll()
+        return None if status is None else (status, "")
+
+    def stop(self, handle: subprocess.Popen) -> None:
+        if handle.poll() is None:
+            handle.terminate()
+            try:
+                handle.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                handle.kill()
+                handle.wait()
+
+    def close(self) -> None:
+        pass
+
+
+class RayLauncher:
+    """Runs each attempt as a Ray task (one CPU, a fresh worker process, no Ray-level retry)."""
+
+    def __init__(self, workers: int | None, address: str | None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ValueError("--runner ray needs Ray: pip install 'gameon-rl[ray]'") from None
+        self.ray = ray
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if address:
+            ray.init(address=address, log_to_driver=False)
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            self.workers = workers or cpus
+            self.description = f"Ray cluster at {address}, {self.workers} runs at once"
+        else:
+            self.workers = workers or os.cpu_count() or 1
+            ray.init(
+                num_cpus=self.workers,
+                include_dashboard=False,
+                log_to_driver=False,
+                _node_ip_address="127.0.0.1",
+            )
+            self.description = f"local Ray cluster (127.0.0.1), {self.workers} CPUs"
+        self.task = ray.remote(num_cpus=1, max_retries=0, max_calls=1)(run_worker)
+        self.fault = os.environ.get(FAULT_VARIABLE)
+
+    def start(self, run_dir: Path, attempt: int) -> Any:
+        return self.task.remote(str(Path(run_dir).resolve()), attempt, self.fault)
+
+    def poll(self, handle: Any) -> tuple[int, str] | None:
+        ready, _ = self.ray.wait([handle], timeout=0)
+        if not ready:
+            return None
+        try:
+            return self.ray.get(handle), ""
+        except Exception as error:  # noqa: BLE001  (a lost Ray worker or node: retried)
+            return -1, f"Ray task failed: {type(error).__name__}: {error}"
+
+    def stop(self, handle: Any) -> None:
+        with contextlib.suppress(Exception):
+            self.ray.cancel(handle, force=True)
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+def make_launcher(options: RunnerOptions) -> LocalLauncher | RayLauncher:
+    """The launcher of the chosen runner."""
+    if options.runner == "ray":
+        return RayLauncher(options.workers, options.ray_address)
+    return LocalLauncher(options.workers)
+
+
+# -- the scheduler ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Active:
+    run: RunSpec
+    attempt: int
+    handle: Any
+    started: float
+    errors: list[str]
+
+
+def failure_message(run_dir: Path, status: int, note: str) -> str:
+    """Why an attempt failed, headline first: the worker's error.txt, else its exit status and
+    the tail of its log."""
+    error_file = run_dir / ERROR_FILE
+    if error_file.is_file():
+        text = error_file.read_text().strip()
+        return f"{text.splitlines()[-1]}\n{text}"
+    if status < 0:
+        reason = f"worker process killed by signal {-status}"
+        with contextlib.suppress(ValueError):
+            reason = f"worker process killed by {signal.Signals(-status).name}"
+    elif status == 0:
+        reason = "worker process exited 0 but left no finished, valid record"
+    else:
+        reason = f"worker process exited with status {status}"
+    lines = []
+    with contextlib.suppress(OSError):
+        lines = (run_dir / LOG_FILE).read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+    parts = (note or reason, reason if note else "", "last lines of run.log:", *lines)
+    return "\n".join(part for part in parts if part)
+
+
+def select_runs(spec: MatrixSpec, only: str | None) -> list[RunSpec]:
+    """The matrix's runs, or those whose id contains `only`."""
+    runs = expand(spec)
+    if only:
+        runs = [r for r in runs if only in r.run_id]
+        if not runs:
+            raise ValueError(f"no run id of matrix {spec.name!r} contains {only!r}")
+    return runs
+
+
+def run_matrix(
+    spec: MatrixSpec,
+    results_dir: Path,
+    options: RunnerOptions | None = None,
+    console: Any = None,
+) -> MatrixResult:
+    """Run every unfinished run of the matrix (see the module docstring); return what happened."""
+    from rich.console import Console
+
+    options = options or RunnerOptions()
+    options.validate()
+    console = console or Console()
+    results_dir = Path(results_dir)
+    runs = select_runs(spec, options.only)
+    outcome = MatrixResult(results_dir)
+    with results_lock(results_dir):
+        write_matrix_file(spec, results_dir)
+        todo = []
+        for run in runs:
+            reason = curriculum_available(run.curriculum.name)
+            if is_complete(run, results_dir / run.run_id):
+                outcome.results.append(RunResult(run.run_id, "skipped"))
+            elif reason is not None:
+                outcome.results.append(RunResult(run.run_id, "unavailable", error=reason))
+            else:
+                todo.append(run)
+        unavailable = [r for r in outcome.results if r.status == "unavailable"]
+        if unavailable:
+            console.print(
+                f"[yellow]skipping {len(unavailable)} runs[/yellow] "
+                f"(e.g. {unavailable[0].run_id}): {unavailable[0].error}"
+            )
+        finished = outcome.count("skipped")
+        if finished:
+            console.print(f"{finished} runs already finished in {results_dir}: skipped")
+        if todo:
+            _schedule(todo, results_dir, options, console, outcome)
+    return outcome
+
+
+def _schedule(
+    todo: list[RunSpec],
+    results_dir: Path,
+    options: RunnerOptions,
+    console: Any,
+    outcome: MatrixResult,
+) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    launcher = make_launcher(options)
+    console.print(f"running {len(todo)} runs on the {launcher.description}")
+    pending: deque[tuple[RunSpec, int, list[str]]] = deque((run, 1, []) for run in todo)
+    active: list[_Active] = []
+    columns = (
+        TextColumn("[bold]runs"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("failed {task.fields[failed]}"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[running]}"),
+    )
+    previous_handler = signal.signal(signal.SIGTERM, _raise_exit)
+    try:
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task("runs", total=len(todo), failed=0, running="")
+            while pending or active:
+                while pending and len(active) < launcher.workers:
+                    run, attempt, errors = pending.popleft()
+                    run_dir = results_dir / run.run_id
+                    prepare(run, run_dir)
+                    handle = launcher.start(run_dir, attempt)
+                    active.append(_Active(run, attempt, handle, time.monotonic(), errors))
+                for item in list(active):
+                    polled = launcher.poll(item.handle)
+                    if polled is None:
+                        continue
+                    active.remove(item)
+                    result = _finish(item, polled, results_dir, options, pending, console)
+                    if result is not None:
+                        outcome.results.append(result)
+                        progress.advance(bar)
+                progress.update(
+                    bar,
+                    failed=outcome.count("failed"),
+                    running=", ".join(item.run.run_id for item in active),
+                )
+                time.sleep(POLL_SECONDS)
+    finally:
+        for item in active:
+            launcher.stop(item.handle)
+        launcher.close()
+        signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _finish(
+    item: _Active,
+    polled: tuple[int, str],
+    results_dir: Path,
+    options: RunnerOptions,
+    pending: deque,
+    console: Any,
+) -> RunResult | None:
+    """Judge a finished attempt: a result, or None when the run is queued for another attempt."""
+    status, note = polled
+    run_dir = results_dir / item.run.run_id
+    seconds = time.monotonic() - item.started
+    if status == 0 and is_complete(item.run, run_dir):
+        console.print(f"[green]done[/green] {item.run.run_id} ({seconds:.0f} s)")
+        return RunResult(item.run.run_id, "done", item.attempt, seconds)
+    message = failure_message(run_dir, status, note)
+    errors = [*item.errors, f"attempt {item.attempt}: {message}"]
+    if item.attempt <= options.retries:
+        console.print(f"[yellow]retrying[/yellow] {item.run.run_id}: {_first_line(message)}")
+        pending.appendleft((item.run, item.attempt + 1, errors))
+        return None
+    write_error(run_dir, "\n\n".join(errors))
+    console.print(
+        f"[red]failed[/red] {item.run.run_id} after {item.attempt} attempts: "
+        f"{_first_line(message)} (see {run_dir / ERROR_FILE})"
+    )
+    return RunResult(item.run.run_id, "failed", item.attempt, seconds, "\n\n".join(errors))
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "no reason given"
+
+
+def _raise_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)

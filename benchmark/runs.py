@@ -1,0 +1,258 @@
+"""One run of the matrix, start to record: `execute(run, run_dir) -> RunRecord`.
+
+The online protocol trains PPO or SAC in-process (`train(Args(...))`, torch on one thread) and
+turns its summary into a run record; the collect protocol runs the Game On loop
+(`experimenter.loop.run_experiment`), which returns the record and resumes from its own
+state.json. Either way the record is written atomically to run_dir/record.json, next to the
+learner's own files (summary, evaluations, checkpoint, TensorBoard logs, curves, transcripts).
+
+The runners start every run in a fresh interpreter with `python -m gameon.benchmark.runs RUN_DIR`
+(the run is read from RUN_DIR/run.json; stdout and stderr go to RUN_DIR/run.log): exit status 0
+means the record is written, anything else that the run failed, with the reason in error.txt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, run_config
+from gameon.benchmark.records import (
+    RECORD_FILE,
+    CurvePoint,
+    EpisodeOutcome,
+    Evaluation,
+    RunRecord,
+    VLMUsage,
+    env_version,
+    load_record,
+    write_record,
+)
+from gameon.envs import ENV_SKILLS
+
+RUN_FILE = "run.json"
+LOG_FILE = "run.log"
+ERROR_FILE = "error.txt"
+FAULT_VARIABLE = "GAMEON_BENCH_FAULT"
+"""Fault injection for tests: "crash:SUBSTRING" or "raise:SUBSTRING" makes the first attempt of
+every run whose id contains SUBSTRING die by SIGKILL or raise; later attempts run normally."""
+ATTEMPT_VARIABLE = "GAMEON_BENCH_ATTEMPT"
+
+
+def execute(run: RunSpec, run_dir: Path) -> RunRecord:
+    """Run one cell of the matrix in `run_dir` and write its validated record there."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = run_online(run, run_dir) if run.protocol == "online" else run_collect(run, run_dir)
+    write_record(run_dir / RECORD_FILE, record)
+    return record
+
+
+def run_online(run: RunSpec, run_dir: Path) -> RunRecord:
+    """Train PPO or SAC in this process and convert its summary into a run record."""
+    import importlib
+
+    import torch
+
+    torch.set_num_threads(1)
+    learner = importlib.import_module(f"gameon.baselines.{run.learner}")
+    args = run_config(run, run_dir)
+    start = time.perf_counter()
+    summary = learner.train(args)
+    wall = time.perf_counter() - start
+    return online_record(run, args, summary, wall, run_dir)
+
+
+def online_record(
+    run: RunSpec, args: Any, summary: dict, wall_seconds: float, run_dir: Path
+) -> RunRecord:
+    """The run record of an online learner's summary (see baselines.ppo.train)."""
+    from gameon.benchmark.evaluation import SUITE_SEED
+    from gameon.experimenter.loop import git_commit, versions
+
+    checkpoint = Path(summary["checkpoint"])
+    return RunRecord(
+        run_id=run.run_id,
+        protocol="online",
+        curriculum=run.curriculum.name,
+        curriculum_label=run.curriculum.label,
+        learner=run.learner,
+        env_id=run.env_id,
+        env_version=env_version(run.env_id),
+        target_skills=list(ENV_SKILLS[run.env_id][0]),
+        seed=run.seed,
+        budget={key: int(getattr(args, key)) for key in BUDGET_KEYS["online"]},
+        curve_unit="env_steps",
+        curve=[
+            CurvePoint(
+                step=p["global_step"], success_rate=p["success_rate"], per_skill=p["per_skill"]
+            )
+            for p in summary["evals"]
+        ],
+        evaluation=Evaluation(
+            env_id=run.env_id,
+            suite_seed=SUITE_SEED,
+            episodes_per_skill=run.eval_episodes_per_skill,
+            episodes=[EpisodeOutcome(**e) for e in summary["eval"]["episodes"]],
+        ),
+        vlm=vlm_usage(summary.get("vlm")),
+        wall_seconds=wall_seconds,
+        env_steps=summary["global_step"],
+        steps_per_second=summary["sps"],
+        versions=versions(),
+        git_commit=git_commit(),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        checkpoint=_relative(checkpoint, run_dir),
+        extra={
+            "settings": run.settings,
+            "train_seconds": summary.get("train_seconds"),
+            "eval_seconds": summary.get("eval_seconds"),
+            "train_episodes": summary.get("train_episodes"),
+            "train_per_skill": summary.get("train_per_skill"),
+            "curriculum_state": summary.get("curriculum_state"),
+        },
+    )
+
+
+def vlm_usage(usage: dict | None) -> VLMUsage:
+    """The record's VLM usage from a summary's "vlm" entry (absent: no VLM calls)."""
+    if not usage:
+        return VLMUsage()
+    return VLMUsage(**{k: v for k, v in usage.items() if k in VLMUsage.model_fields})
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def run_collect(run: RunSpec, run_dir: Path) -> RunRecord:
+    """Run (or resume) the collect loop in `run_dir`; its record, under this run's id and label."""
+    import torch
+
+    from gameon.experimenter.loop import run_experiment
+
+    torch.set_num_threads(1)
+    record = run_experiment(run_config(run), run_dir, progress=False)
+    if isinstance(record, dict):
+        record = RunRecord.model_validate(record)
+    return record.model_copy(
+        update={"run_id": run.run_id, "curriculum_label": run.curriculum.label}
+    )
+
+
+# -- run folders --------------------------------------------------------------------------------
+
+
+def is_complete(run: RunSpec, run_dir: Path) -> bool:
+    """Whether the run folder holds this run's finished, valid record.
+
+    The collect loop rewrites a valid record after every iteration, so a collect run also needs
+    its committed state to say the loop is finished (budget spent or target mastered).
+    """
+    try:
+        record = load_record(Path(run_dir) / RECORD_FILE)
+    except ValueError:
+        return False
+    if record.run_id != run.run_id or not (Path(run_dir) / RUN_FILE).is_file():
+        return False
+    if read_run(run_dir) != run:
+        return False
+    if run.protocol == "online":
+        return True
+    from gameon.experimenter.loop import finished, load_state
+
+    config = run_config(run)
+    try:
+        return finished(config, load_state(Path(run_dir), config))
+    except (ValueError, KeyError, json.JSONDecodeError):
+        return False
+
+
+def prepare(run: RunSpec, run_dir: Path) -> None:
+    """Make the folder ready for a (re)start: an online run starts over in a folder emptied but for
+    its log, a collect run keeps its committed state to resume from; run.json describes the run."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if run.protocol == "online":
+        for entry in run_dir.iterdir():
+            if entry.name == LOG_FILE:
+                continue
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    (run_dir / ERROR_FILE).unlink(missing_ok=True)
+    (run_dir / RECORD_FILE).unlink(missing_ok=True)  # a collect run's record of its last iteration
+    _write_text(run_dir / RUN_FILE, json.dumps(run.to_dict(), indent=1) + "\n")
+
+
+def read_run(run_dir: Path) -> RunSpec | None:
+    """The RunSpec saved in a run folder, or None if there is none or it is unreadable."""
+    try:
+        return RunSpec.from_dict(json.loads((Path(run_dir) / RUN_FILE).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_error(run_dir: Path, message: str) -> None:
+    """Record why a run failed in run_dir/error.txt (never a record)."""
+    _write_text(Path(run_dir) / ERROR_FILE, message.rstrip() + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    tmp.replace(path)
+
+
+# -- the worker process -------------------------------------------------------------------------
+
+
+def _inject_fault(run: RunSpec) -> None:
+    fault = os.environ.get(FAULT_VARIABLE, "")
+    kind, _, pattern = fault.partition(":")
+    if not pattern or pattern not in run.run_id or os.environ.get(ATTEMPT_VARIABLE, "1") != "1":
+        return
+    if kind == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "raise":
+        raise RuntimeError(f"injected failure ({FAULT_VARIABLE}={fault})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point: execute the run described in RUN_DIR/run.json."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m gameon.benchmark.runs RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = Path(argv[0])
+    run = read_run(run_dir)
+    if run is None:
+        write_error(run_dir, f"no readable {RUN_FILE} in {run_dir}")
+        return 2
+    print(f"== {run.run_id} (attempt {os.environ.get(ATTEMPT_VARIABLE, '1')})", flush=True)
+    try:
+        _inject_fault(run)
+        record = execute(run, run_dir)
+    except BaseException:  # noqa: BLE001  (every failure is reported in error.txt)
+        text = traceback.format_exc()
+        print(text, file=sys.stderr, flush=True)
+        write_error(run_dir, f"{run.run_id} failed:\n{text}")
+        return 1
+    print(f"== {run.run_id}: final success {record.target_success:.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
