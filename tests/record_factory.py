@@ -49,7 +49,7 @@ def make_record(
     )
     start = CurvePoint(step=0, success_rate=0.0, per_skill=dict.fromkeys(final.per_skill, 0.0))
     return RunRecord(
-        run_id=f"{protocol}__{label or curriculum}__{learner}__{seed}",
+        run_id=f"{protocol}__{env_id.split('/')[-1]}__{label or curriculum}__{learner}__{seed}",
         protocol=protocol,
         curriculum=curriculum,
         curriculum_label=label or curriculum,

@@ -91,7 +91,7 @@ def test_tampered_claims_are_rejected_naming_run_and_field(board, tmp_path) -> N
     data["curve"][-1]["per_skill"]["reach"] = 1.0
     (runs[1] / "record.json").write_text(json.dumps(data))
     reasons = _rejected(board, runs, "tampered", "curve[-1].success_rate claims 1.0000")
-    assert all("collect__lp__bc__1" in reason for reason in reasons)
+    assert all("collect__Reach-v0__lp__bc__1" in reason for reason in reasons)
     assert any(
         "curve[-1].per_skill['reach'] claims 1.0000 but its episodes give 0.5000" in r
         for r in reasons
@@ -123,7 +123,7 @@ def test_wrong_suite_and_other_checks_are_rejected(board, tmp_path) -> None:
     _rejected(
         board,
         runs,
-        "collect__lp__bc__0",
+        "collect__Reach-v0__lp__bc__0",
         "suite: episode 2 is",
         "versions: no gameon-rl version",
         "versions: git_commit None",
@@ -182,6 +182,20 @@ def test_verify_accepts_a_true_claim_and_rejects_a_doctored_one(tmp_path) -> Non
         verify=True,
         min_seeds=1,
     )
-    assert "collect__fixed__bc__0" in reasons[0]
+    assert "collect__Reach-v0__fixed__bc__0" in reasons[0]
     (doctored / "policy.pt").unlink()
     _rejected(other, [doctored], "verify: no checkpoint at", verify=True, min_seeds=1)
+
+
+def test_concurrent_submissions_both_land(tmp_path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    groups = [
+        _runs(tmp_path / name, outcomes, name) for name, outcomes in (("fixed", FIXED), ("lp", LP))
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda runs: submit(runs, tmp_path / "board"), groups))
+    assert all(r.accepted for r in results)
+    entries = read_board(tmp_path / "board").entries
+    assert sorted(e.curriculum_label for e in entries) == ["fixed", "lp"]
+    assert len({e.id for e in entries}) == 2

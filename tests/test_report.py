@@ -160,3 +160,26 @@ def test_report_writes_to_out_dir_and_survives_an_empty_directory(tmp_path) -> N
     assert "No valid run records." in paths.markdown.read_text()
     with pytest.raises(ValueError, match="not a directory"):
         write_report(tmp_path / "absent")
+
+
+def test_across_envs_stratifies_by_env(tmp_path) -> None:
+    results = tmp_path / "results"
+    for env_id, fixed, lp in (
+        ("GameOn/Reach-v0", [0.0, 0.25, 0.5], [0.5, 0.75, 1.0]),
+        ("GameOn/Lift-v0", [0.0, 0.0, 0.25], [0.25, 0.25, 0.5]),
+    ):
+        for curriculum, rates in (("fixed", fixed), ("lp", lp)):
+            for seed, rate in enumerate(rates):
+                successes = [i < rate * 4 for i in range(4)]
+                write_run(results, make_record(seed, successes, curriculum, env_id=env_id))
+    summary = json.loads(write_report(results).json.read_text())
+    rows = {row["curriculum_label"]: row for row in summary["across_envs"]}
+    assert rows["lp"]["envs"] == ["GameOn/Lift-v0", "GameOn/Reach-v0"]
+    assert rows["lp"]["target_success"]["value"] == pytest.approx(
+        iqm([0.5, 0.75, 1.0, 0.25, 0.25, 0.5])
+    )
+    expected = (8.5 / 9 + 8 / 9) / 2  # Reach: 8.5 of 9 pairs won (a tie is half); Lift: 8
+    assert rows["lp"]["improvement_over_fixed"]["value"] == pytest.approx(expected)
+    assert rows["fixed"]["improvement_over_fixed"] is None
+    assert "## Across envs" in (results / "report.md").read_text()
+    assert len(summary["plots"]) == 4
