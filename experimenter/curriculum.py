@@ -11,8 +11,9 @@ task samplers all share a propose/update contract), so the harness treats them a
   included, so a resumed run proposes exactly what the uninterrupted one would have.
 
 Three curricula live here: `fixed` (uniform over a task set), `hand` (stages read from a TOML
-file, advanced on a success rate) and `lp` (learning progress). `make_curriculum` builds one by
-name. An outcome whose instruction parses but is not among a curriculum's tasks is ignored.
+file, advanced on a success rate) and `lp` (learning progress); the fourth, `vlm`, lives in
+`vlm_curriculum.py`. `make_curriculum` builds any of them by name. An outcome whose instruction
+parses but is not among a curriculum's tasks is ignored.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 HAND_CURRICULUM_TOML = Path(__file__).with_name("hand_curriculum.toml")
 """The shipped hand-designed curriculum: reach -> lift -> place -> stack -> tower."""
-CURRICULA = ("fixed", "hand", "lp")
+CURRICULA = ("fixed", "hand", "lp", "vlm")
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,10 @@ class Curriculum(ABC):
     @abstractmethod
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a state from `state_dict`, so future proposals match the saved run's."""
+
+    def close(self) -> None:
+        """Release what the curriculum holds (nothing, except the vlm curriculum's renderer)."""
+        return None
 
     def propose_batch(self, n: int) -> list[str]:
         """Return n proposals, one per episode to start."""
@@ -430,17 +435,14 @@ class LearningProgressCurriculum(Curriculum):
 def make_curriculum(
     name: str, tasks: Sequence[str] | None = None, seed: int | None = 0, **options: Any
 ) -> Curriculum:
-    """Build a curriculum by name: fixed | hand | lp.
+    """Build a curriculum by name: fixed | hand | lp | vlm.
 
-    fixed and lp need `tasks`. hand reads `path` (default: the shipped TOML) for a scene of
+    fixed, lp and vlm need `tasks`. hand reads `path` (default: the shipped TOML) for a scene of
     `colours` (default 3 blocks); when `tasks` is given, every stage task must be among them.
-    `options` go to the curriculum's constructor (lp: fast, slow, explore).
+    `options` go to the curriculum's constructor (lp: fast, slow, explore); vlm takes them as
+    `make_vlm_curriculum` does (backend name or instance, model, base_url, transcript,
+    replay_path, interval, proposal_size, ...).
     """
-    if name == "vlm":
-        raise ValueError(
-            "the vlm curriculum comes with the VLM experimenter and is not available yet; "
-            f"accepted curricula: {', '.join(CURRICULA)}"
-        )
     if name not in CURRICULA:
         raise ValueError(f"unknown curriculum {name!r}; accepted: {', '.join(CURRICULA)}")
     if name == "hand":
@@ -449,6 +451,10 @@ def make_curriculum(
         raise ValueError(f"the {name} curriculum needs tasks, e.g. task_set(env_id)")
     if name == "fixed":
         return FixedCurriculum(tasks, seed, **options)
+    if name == "vlm":
+        from gameon.experimenter.vlm_curriculum import make_vlm_curriculum
+
+        return make_vlm_curriculum(tasks, seed, **options)
     return LearningProgressCurriculum(tasks, seed, **options)
 
 
@@ -482,8 +488,13 @@ def curriculum_for_env(
     seed: int,
     hand_path: str | Path | None = None,
     targets_only: bool = False,
+    vlm_options: Mapping[str, Any] | None = None,
 ) -> Curriculum:
-    """A curriculum over an env's tasks; a ValueError says why it cannot train there."""
+    """A curriculum over an env's tasks; a ValueError says why it cannot train there.
+
+    `vlm_options` go to the vlm curriculum (see `make_vlm_curriculum`); its scene camera
+    defaults to the env's front camera.
+    """
     import gymnasium as gym
 
     import gameon.envs  # noqa: F401  (registers the ids)
@@ -500,6 +511,10 @@ def curriculum_for_env(
         if not path.is_file():
             raise ValueError(f"hand_curriculum: no file at {path}")
         options = {"path": path, "colours": colours}
+    if name == "vlm":
+        options = {"camera_env_id": env_id, **dict(vlm_options or {})}
+    elif vlm_options:
+        raise ValueError(f"vlm options are only read by the vlm curriculum, not {name!r}")
     try:
         return make_curriculum(name, tasks, seed, **options)
     except ValueError as error:
@@ -517,6 +532,14 @@ def skill_probabilities(curriculum: LearningProgressCurriculum) -> dict[str, flo
 
 def curriculum_brief(curriculum: Curriculum) -> dict:
     """A short, JSON-ready form of a curriculum's state for the summary."""
+    if curriculum.name == "vlm":
+        return {
+            "label": curriculum.label,
+            "proposal": list(curriculum.proposal),
+            "source": curriculum.source,
+            "consults": curriculum.consults,
+            "skill_probabilities": skill_probabilities(curriculum.lp),
+        }
     if isinstance(curriculum, HandCurriculum):
         return {
             "stage": curriculum.stage_name,
@@ -528,12 +551,39 @@ def curriculum_brief(curriculum: Curriculum) -> dict:
     return {"tasks": len(curriculum.tasks)}
 
 
+NO_VLM_USAGE: dict[str, Any] = {
+    "backend": None,
+    "model": None,
+    "calls": 0,
+    "prompt_tokens": 0,
+    "completion_tokens": 0,
+    "cost_usd": 0.0,
+    "fallbacks": 0,
+}
+"""The VLM usage of a curriculum that asks no model (the keys of benchmark.records.VLMUsage)."""
+
+
+def vlm_usage(curriculum: Curriculum) -> dict[str, Any]:
+    """What the curriculum asked of a VLM: calls, tokens, cost, fallbacks (zeros if no model)."""
+    if curriculum.name == "vlm":
+        return curriculum.usage()
+    return dict(NO_VLM_USAGE)
+
+
+def curriculum_label(curriculum: Curriculum) -> str:
+    """How results are labelled: the name, with the backend for vlm (e.g. "vlm[rules]")."""
+    return curriculum.label if curriculum.name == "vlm" else curriculum.name
+
+
 def curriculum_scalars(curriculum: Curriculum) -> dict[str, float]:
     """What to plot over training: hand's stage index; lp's sampling probability per skill."""
     if isinstance(curriculum, HandCurriculum):
         return {"curriculum/stage": float(curriculum.stage)}
     if isinstance(curriculum, LearningProgressCurriculum):
         return {f"curriculum/p_{s}": p for s, p in skill_probabilities(curriculum).items()}
+    if curriculum.name == "vlm":
+        usage = curriculum.usage()
+        return {"vlm/calls": float(usage["calls"]), "vlm/fallbacks": float(usage["fallbacks"])}
     return {}
 
 

@@ -302,6 +302,12 @@ class SkillLibrary:
         self._skills.pop(skill.name, None)
         self._skills[skill.name] = skill
 
+    def remove(self, name: str) -> Skill:
+        """Take a skill out of the library (e.g. a macro that failed verification); return it."""
+        skill = self.get(name)
+        del self._skills[name]
+        return skill
+
     def get(self, name: str) -> Skill:
         """The skill of this name; ValueError naming the known skills if there is none."""
         try:

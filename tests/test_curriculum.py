@@ -214,10 +214,10 @@ def test_state_of_another_curriculum_is_refused():
 
 
 def test_unknown_curriculum_and_unparsable_instruction_raise_clear_errors():
-    with pytest.raises(ValueError, match="accepted: fixed, hand, lp"):
+    with pytest.raises(ValueError, match="accepted: fixed, hand, lp, vlm"):
         make_curriculum("random", REACH)
-    with pytest.raises(ValueError, match="VLM experimenter and is not available yet"):
-        make_curriculum("vlm", REACH)
+    with pytest.raises(ValueError, match="the vlm curriculum needs tasks"):
+        make_curriculum("vlm")
     curricula = (FixedCurriculum(REACH), HandCurriculum(STAGES), make_curriculum("lp", REACH))
     for curriculum in curricula:
         assert isinstance(curriculum, Curriculum)

@@ -1,18 +1,29 @@
-"""Replay a run's VLM answers from its transcript, without any network."""
+"""Replay a run's VLM answers from its transcript, without any network.
+
+Each request is answered with the next unused recorded answer that has the same request hash
+(backend, model, module, prompt, image hashes, schema). If none has, the next unused recorded
+answer of the same module, in recorded order, is used instead and counted in
+`order_matches`: rendered images (the scene camera, the curve plot) are deterministic on one
+machine but may differ by a few pixels elsewhere, which changes their hashes while the
+decisions they lead to stay the same. A module with no unused answer left is a VLMError.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
-from collections import defaultdict, deque
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from gameon.experimenter.vlm.backend import Backend, Transcript, Usage, VLMError
 
+log = logging.getLogger(__name__)
+
 
 class ReplayBackend(Backend):
-    """Answers each request with the next recorded answer that has the same request hash."""
+    """Answers each request with the next recorded answer of its hash, else of its module."""
 
     def __init__(
         self,
@@ -32,32 +43,45 @@ class ReplayBackend(Backend):
             "replay", str(first.get("model", "")), transcript, max_reasks=max_reasks, cache=False
         )
         self.source = path
-        self._recorded_backend = str(first.get("backend", ""))
-        self._queues: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
-        for entry in entries:
-            self._queues[entry["request_hash"]].append(entry)
+        self.recorded_backend = str(first.get("backend", ""))
+        self._entries = entries
+        self._used = [False] * len(entries)
+        self._by_hash: dict[str, list[int]] = defaultdict(list)
+        self._by_module: dict[str, list[int]] = defaultdict(list)
+        for index, entry in enumerate(entries):
+            self._by_hash[entry["request_hash"]].append(index)
+            self._by_module[entry["module"]].append(index)
+        self.order_matches = 0
         self._lock = threading.Lock()
 
     def _hash_identity(self) -> tuple[str, str]:
         """Hash requests as the recorded backend did, so hashes match."""
-        return self._recorded_backend, self.model
+        return self.recorded_backend, self.model
 
     def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
         """Unused: replay needs the request hash (see _complete_request)."""
         raise NotImplementedError("ReplayBackend answers through _complete_request")
 
+    def _next(self, indices: list[int]) -> int | None:
+        return next((i for i in indices if not self._used[i]), None)
+
     def _complete_request(
         self, prompt: str, images: list[bytes], schema: dict, req_hash: str, module: str
     ) -> tuple[str, Usage]:
-        """Return the next recorded answer for this hash; a recorded failure fails again."""
+        """Return the next recorded answer for this hash (else module); failures fail again."""
         with self._lock:
-            queue = self._queues.get(req_hash)
-            if not queue:
-                raise VLMError(
-                    f"replay: no recorded answer for module {module!r}, request hash {req_hash} "
-                    f"(transcript {self.source})"
-                )
-            entry = queue.popleft()
+            index = self._next(self._by_hash.get(req_hash, []))
+            if index is None:
+                index = self._next(self._by_module.get(module, []))
+                if index is None:
+                    raise VLMError(
+                        f"replay: no recorded answer for module {module!r}, request hash "
+                        f"{req_hash} (transcript {self.source})"
+                    )
+                self.order_matches += 1
+                log.warning("replay: module %r answered in recorded order (hash differs)", module)
+            self._used[index] = True
+            entry = self._entries[index]
         if entry.get("raw_response") is None:
             raise VLMError(f"replay: recorded failure for module {module!r}: {entry.get('error')}")
         usage = entry.get("usage") or {}

@@ -1,0 +1,131 @@
+"""The vlm curriculum's part of a collect iteration: plans, analysis, promotions, new skills.
+
+`experimenter/loop.py` calls these when its curriculum is `vlm`:
+
+1. `plan_tasks`: decompose each proposed task and retrieve its steps; the embodiment runs the
+   plans (`PlannedEmbodiment`); a task whose plan has unmatched steps, or does not fit the step
+   limit, runs as the library decomposes it, and the reason is reported;
+2. `analyse_and_promote`: the model judges every skill's curve; a skill that passed
+   promote_threshold runs its learned policy only once its curve is "converged"; a failed
+   analysis falls back to the plain threshold rule (stalled skills are sampled less by the
+   curriculum itself);
+3. `add_verified_skill`: the model may propose a macro; it joins the library only if the oracle
+   judges its task successful in at least `threshold` of the seeded trials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gameon.envs.language import Instruction
+from gameon.experimenter.embodiment import Embodiment
+from gameon.experimenter.skills import (
+    LearnedExecutor,
+    ScriptedExecutor,
+    SkillLibrary,
+    as_instruction,
+)
+from gameon.experimenter.vlm import modules
+from gameon.experimenter.vlm_curriculum import VLMCurriculum
+
+
+class PlannedEmbodiment(Embodiment):
+    """An embodiment that runs the experimenter's plan of a task when it has one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.plans: dict[str, list[str]] = {}
+
+    def plan(self, task: str | Instruction) -> list[Instruction]:
+        """The task's planned steps (each decomposed by the library), else the library's plan."""
+        planned = self.plans.get(str(as_instruction(task)))
+        if planned is None:
+            return super().plan(task)
+        steps = [part for step in planned for part in self.library.decompose(step, self.atomic)]
+        for step in steps:
+            self.library.executor_for(step)
+        total = sum(self.budgets[step.skill] for step in steps)
+        if total > self.max_episode_steps:
+            raise ValueError(
+                f"the plan of {as_instruction(task)} may take {total} steps, more than "
+                f"max_episode_steps={self.max_episode_steps}"
+            )
+        return steps
+
+
+def plan_tasks(
+    curriculum: VLMCurriculum, embodiment: PlannedEmbodiment, tasks: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Plan each distinct task; set the usable plans on the embodiment; return the reports."""
+    colours = tuple(embodiment.env.unwrapped.colours)
+    embodiment.plans = {}
+    reports = []
+    for task in dict.fromkeys(tasks):
+        plan = curriculum.plan(task, colours)
+        report = plan.to_dict()
+        if plan.steps is not None:
+            embodiment.plans[plan.task] = plan.steps
+            try:
+                embodiment.plan(plan.task)
+            except ValueError as error:
+                del embodiment.plans[plan.task]
+                curriculum.fallbacks += 1
+                report["rejected"] = str(error)
+        report["used"] = plan.task in embodiment.plans
+        reports.append(report)
+    return reports
+
+
+def analyse_and_promote(
+    curriculum: VLMCurriculum,
+    library: SkillLibrary,
+    curves: dict[str, list[float]],
+    rates: dict[str, float],
+    checkpoint: str,
+    promote_threshold: float,
+    noise: float,
+) -> dict[str, str] | None:
+    """Judge the curves, then switch executors by verdict and rate; return the verdicts."""
+    statuses = curriculum.analyse(curves)
+    for skill, rate in rates.items():
+        if skill not in library or library.get(skill).is_macro:
+            continue
+        if rate < promote_threshold:
+            library.replace_executor(skill, ScriptedExecutor(noise))
+        elif statuses is None or statuses.get(skill) == "converged":
+            library.replace_executor(skill, LearnedExecutor(checkpoint))
+    return statuses
+
+
+def add_verified_skill(
+    curriculum: VLMCurriculum,
+    embodiment: PlannedEmbodiment,
+    seeds: Sequence[int],
+    threshold: float,
+) -> dict[str, Any] | None:
+    """Ask for a macro and verify it on seeded trials; add it if it passes; return a report."""
+    skill, rationale = curriculum.propose_skill()
+    if skill is None:
+        return None
+    colours = tuple(embodiment.env.unwrapped.colours)
+    plans, embodiment.plans = embodiment.plans, {}
+    try:
+        successes, steps = modules.verify_skill(skill, embodiment, seeds, colours)
+    except ValueError as error:
+        successes, steps, rationale = 0, 0, f"{rationale}; could not run: {error}"
+    finally:
+        embodiment.plans = plans
+    added = successes >= threshold * len(seeds)
+    if added:
+        embodiment.library.add(skill)
+    else:
+        curriculum.rejected.append(skill.name)
+    return {
+        "skill": skill.to_dict(),
+        "rationale": rationale,
+        "trials": len(seeds),
+        "successes": successes,
+        "env_steps": steps,
+        "added": added,
+    }

@@ -1,0 +1,431 @@
+"""The experimenter's modules: one prompt each, answered as validated JSON through a Backend.
+
+- `propose_tasks`: scene image + library + per-task and per-skill history -> next tasks;
+- `decompose`: a task -> a sequence of steps (instruction texts for library skills);
+- `retrieve`: a step -> a library skill, by exact grammar parse, then text similarity, then the
+  model; a step none of them matches is reported as unmatched, never guessed;
+- `analyse`: per-skill learning curves (a table and a plot image) -> improving, converged or
+  stalled per skill;
+- `propose_skill` and `verify_skill`: a new macro skill, which joins the library only after the
+  oracle judges it successful over several seeded trials.
+
+Answers are validated beyond their schema (instructions parse and are in the task set, skills
+exist); an invalid answer is re-asked by `Backend.generate`, and one that stays invalid raises
+VLMError, which the caller (the vlm curriculum) turns into a counted fallback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from gameon.envs.language import SKILLS, Instruction, all_instructions, parse
+from gameon.experimenter.skills import MacroExecutor, Skill, SkillLibrary
+from gameon.experimenter.vlm.backend import Backend, ImageLike
+from gameon.experimenter.vlm.prompts import render_prompt
+
+if TYPE_CHECKING:
+    from gameon.experimenter.embodiment import Embodiment
+
+STATUSES = ("improving", "converged", "stalled")
+PREREQUISITES: dict[str, tuple[str, ...]] = {
+    "reach": (),
+    "lift": ("reach",),
+    "push": ("reach",),
+    "place": ("lift",),
+    "stack": ("lift",),
+    "unstack": ("stack",),
+    "tower": ("stack",),
+}
+"""Skills that should be mastered before a skill is worth practising (shown to the model)."""
+MAX_STEPS = 8
+SIMILARITY_CUTOFF = 0.85
+"""difflib ratio above which a step is taken to mean the closest candidate instruction"""
+CURVE_WINDOW = 3
+"""points of a learning curve whose slope the analysis judges"""
+FLAT_SLOPE = 0.05
+"""a curve whose slope over the window is at most this (success per point) is flat"""
+
+
+class TaskProposal(BaseModel):
+    """The propose module's answer: tasks to practise next and why."""
+
+    tasks: list[str] = Field(min_length=1)
+    rationale: str = ""
+
+
+class Decomposition(BaseModel):
+    """The decompose module's answer: one instruction per skill to run, in order."""
+
+    steps: list[str] = Field(min_length=1, max_length=MAX_STEPS)
+    rationale: str = ""
+
+
+class RetrievalAnswer(BaseModel):
+    """The retrieve module's answer: the library skill and instruction of a step, or nulls."""
+
+    skill: str | None = None
+    instruction: str | None = None
+    reason: str = ""
+
+
+class SkillVerdict(BaseModel):
+    """How one skill's training is going."""
+
+    skill: str
+    status: Literal["improving", "converged", "stalled"]
+    reason: str = ""
+
+
+class Analysis(BaseModel):
+    """The analyse module's answer: a verdict for every skill with a curve."""
+
+    skills: list[SkillVerdict]
+    summary: str = ""
+
+
+class MacroSpec(BaseModel):
+    """A proposed macro skill: a template with slots {0}, {1}, ... and its steps."""
+
+    name: str
+    template: str
+    steps: list[str] = Field(min_length=1, max_length=MAX_STEPS)
+    description: str
+
+
+class SkillProposal(BaseModel):
+    """The add_skill module's answer: a macro to verify, or null."""
+
+    skill: MacroSpec | None = None
+    rationale: str = ""
+
+
+# -- context shared by the prompts --------------------------------------------------------------
+
+
+def library_context(library: SkillLibrary) -> list[dict[str, Any]]:
+    """The library as the prompts' JSON context lists it: name, kind, template, steps."""
+    return [
+        {
+            "name": skill.name,
+            "kind": skill.executor.kind,
+            "template": skill.template,
+            "steps": list(skill.steps),
+        }
+        for skill in library
+    ]
+
+
+def runnable(library: SkillLibrary, instruction: Instruction) -> bool:
+    """Whether the library can run an instruction (all its decomposed steps have executors)."""
+    try:
+        library.decompose(instruction)
+    except ValueError:
+        return False
+    return True
+
+
+# -- propose ----------------------------------------------------------------------------------
+
+
+def propose_tasks(
+    backend: Backend,
+    tasks: Sequence[str],
+    task_stats: Mapping[str, Mapping[str, Any]],
+    skill_stats: Mapping[str, Mapping[str, Any]],
+    library: SkillLibrary,
+    n: int,
+    image: ImageLike | None = None,
+    mastery: float = 0.8,
+) -> TaskProposal:
+    """Ask which tasks to practise next; the answer's tasks are canonical members of `tasks`."""
+    allowed = list(tasks)
+    skills = list(dict.fromkeys(parse(task).skill for task in allowed))
+    context = {
+        "n": n,
+        "mastery_threshold": mastery,
+        "tasks": [
+            {"task": task, "skill": parse(task).skill, **dict(task_stats.get(task, {}))}
+            for task in allowed
+        ],
+        "skills": [
+            {
+                "skill": skill,
+                "prerequisites": list(PREREQUISITES[skill]),
+                **dict(skill_stats.get(skill, {})),
+            }
+            for skill in skills
+        ],
+        "library": library_context(library),
+    }
+    prompt = render_prompt("propose", context, n=n, library=library.describe())
+    allowed_set = set(allowed)
+
+    def validate(answer: TaskProposal) -> None:
+        if len(answer.tasks) > n:
+            raise ValueError(f"give at most {n} tasks, got {len(answer.tasks)}")
+        for text in answer.tasks:
+            task = str(parse(text))
+            if task not in allowed_set:
+                raise ValueError(f"task {text!r} is not one of the context's tasks")
+
+    images = [] if image is None else [image]
+    answer = backend.generate(prompt, images, TaskProposal, "propose", validate)
+    answer.tasks = list(dict.fromkeys(str(parse(text)) for text in answer.tasks))
+    return answer
+
+
+# -- decompose and retrieve ---------------------------------------------------------------------
+
+
+def decompose(
+    backend: Backend, task: str, library: SkillLibrary, image: ImageLike | None = None
+) -> Decomposition:
+    """Ask how to run a task as a sequence of library skills (steps are retrieved next)."""
+    instruction = parse(task)
+    context = {
+        "task": str(instruction),
+        "skill": instruction.skill,
+        "objects": list(instruction.objects),
+        "library": library_context(library),
+    }
+    prompt = render_prompt("decompose", context, task=str(instruction), library=library.describe())
+
+    def validate(answer: Decomposition) -> None:
+        if any(not step.strip() for step in answer.steps):
+            raise ValueError("every step must be a non-empty instruction")
+
+    images = [] if image is None else [image]
+    return backend.generate(prompt, images, Decomposition, "decompose", validate)
+
+
+@dataclass
+class Retrieval:
+    """How one step was matched to the library: its instruction, skill and method."""
+
+    step: str
+    instruction: str | None
+    skill: str | None
+    method: Literal["parse", "similarity", "model", "unmatched"]
+    reason: str = ""
+
+
+def candidate_instructions(library: SkillLibrary, colours: Sequence[str]) -> list[str]:
+    """Every instruction over the scene's colours that a non-macro library skill runs."""
+    skills = [s.name for s in library if not s.is_macro and s.name in SKILLS]
+    return [str(i) for i in all_instructions(tuple(colours), skills)]
+
+
+def retrieve(
+    backend: Backend | None,
+    step: str,
+    library: SkillLibrary,
+    colours: Sequence[str],
+    image: ImageLike | None = None,
+) -> Retrieval:
+    """Match a step to a library skill: grammar parse, then similarity, then the model.
+
+    Raises VLMError if the model is asked and fails for good; with `backend=None` a step that
+    neither parses nor is similar enough is reported unmatched.
+    """
+    try:
+        instruction = parse(step)
+    except ValueError:
+        instruction = None
+    known = instruction is not None and set(instruction.objects) <= set(colours)
+    if known and runnable(library, instruction):
+        return Retrieval(step, str(instruction), instruction.skill, "parse")
+    candidates = candidate_instructions(library, colours)
+    close = difflib.get_close_matches(step.strip().lower(), candidates, 1, SIMILARITY_CUTOFF)
+    if close:
+        return Retrieval(step, close[0], parse(close[0]).skill, "similarity")
+    if backend is None:
+        return Retrieval(step, None, None, "unmatched", "no parse and no similar instruction")
+    context = {
+        "step": step,
+        "colours": list(colours),
+        "candidates": candidates,
+        "library": library_context(library),
+    }
+    prompt = render_prompt("retrieve", context, step=step, library=library.describe())
+
+    def validate(answer: RetrievalAnswer) -> None:
+        if (answer.skill is None) != (answer.instruction is None):
+            raise ValueError("give both skill and instruction, or null for both")
+        if answer.skill is None:
+            return
+        if answer.skill not in library:
+            names = ", ".join(library.names())
+            raise ValueError(f"unknown skill {answer.skill!r}; library skills: {names}")
+        chosen = parse(answer.instruction)
+        if not set(chosen.objects) <= set(colours):
+            raise ValueError(f"{answer.instruction!r} names blocks the scene lacks")
+        if not runnable(library, chosen):
+            raise ValueError(f"the library cannot run {answer.instruction!r}")
+
+    images = [] if image is None else [image]
+    answer = backend.generate(prompt, images, RetrievalAnswer, "retrieve", validate)
+    if answer.instruction is None:
+        return Retrieval(step, None, None, "unmatched", answer.reason)
+    chosen = parse(answer.instruction)
+    return Retrieval(step, str(chosen), chosen.skill, "model", answer.reason)
+
+
+@dataclass
+class Plan:
+    """A task's decomposition and the retrieval of each step; `steps` is None if unusable."""
+
+    task: str
+    retrievals: list[Retrieval] = field(default_factory=list)
+    rationale: str = ""
+
+    @property
+    def unmatched(self) -> list[str]:
+        return [r.step for r in self.retrievals if r.instruction is None]
+
+    @property
+    def steps(self) -> list[str] | None:
+        """The instructions to run, or None if any step is unmatched."""
+        if not self.retrievals or self.unmatched:
+            return None
+        return [r.instruction for r in self.retrievals if r.instruction is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "steps": self.steps,
+            "unmatched": self.unmatched,
+            "methods": [r.method for r in self.retrievals],
+            "rationale": self.rationale,
+        }
+
+
+# -- analyse ----------------------------------------------------------------------------------
+
+
+def curves_table(curves: Mapping[str, Sequence[float]]) -> str:
+    """A Markdown table of per-skill success per iteration."""
+    length = max((len(values) for values in curves.values()), default=0)
+    header = "| skill | " + " | ".join(str(i) for i in range(length)) + " |"
+    rule = "| --- |" + " --- |" * length
+    rows = [
+        f"| {skill} | " + " | ".join(f"{v:.2f}" for v in values) + " |"
+        for skill, values in curves.items()
+    ]
+    return "\n".join([header, rule, *rows])
+
+
+def plot_curves_png(curves: Mapping[str, Sequence[float]]) -> bytes:
+    """The curves as a PNG (matplotlib, no timestamps, so one machine renders it identically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(5, 3.5))
+    for skill, values in curves.items():
+        axes.plot(range(len(values)), list(values), marker="o", label=skill)
+    axes.set_xlabel("iteration")
+    axes.set_ylabel("evaluated success")
+    axes.set_ylim(-0.05, 1.05)
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80, metadata={"Software": None})
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def analyse(
+    backend: Backend, curves: Mapping[str, Sequence[float]], converged_level: float = 0.8
+) -> dict[str, SkillVerdict]:
+    """Ask, from a table and a plot of the curves, how each skill's training is going."""
+    curves = {skill: [float(v) for v in values] for skill, values in curves.items()}
+    context = {
+        "curves": curves,
+        "converged_level": converged_level,
+        "window": CURVE_WINDOW,
+        "flat_slope": FLAT_SLOPE,
+    }
+    prompt = render_prompt(
+        "analyse", context, table=curves_table(curves), converged_level=converged_level
+    )
+
+    def validate(answer: Analysis) -> None:
+        judged = [verdict.skill for verdict in answer.skills]
+        unknown = sorted(set(judged) - set(curves))
+        if unknown:
+            raise ValueError(f"unknown skills {unknown}; judge exactly: {', '.join(curves)}")
+        missing = [skill for skill in curves if skill not in judged]
+        if missing or len(judged) != len(set(judged)):
+            raise ValueError(f"judge every skill exactly once: {', '.join(curves)}")
+
+    answer = backend.generate(prompt, [plot_curves_png(curves)], Analysis, "analyse", validate)
+    return {verdict.skill: verdict for verdict in answer.skills}
+
+
+# -- add a skill --------------------------------------------------------------------------------
+
+
+def macro_from_spec(spec: MacroSpec, library: SkillLibrary) -> Skill:
+    """The Skill a spec describes; ValueError unless it is new and made of library skills."""
+    if spec.name in library:
+        raise ValueError(f"the library already has a skill {spec.name!r}; choose a new name")
+    skill = Skill(spec.name, spec.template, spec.description, MacroExecutor(tuple(spec.steps)))
+    colours = ("red", "green", "blue", "yellow", "purple")
+    for step in spec.steps:
+        instruction = parse(step.format(*colours))
+        if instruction.skill not in library:
+            raise ValueError(f"step {step!r} uses the skill {instruction.skill!r}, not in library")
+    return skill
+
+
+def propose_skill(
+    backend: Backend,
+    library: SkillLibrary,
+    skill_stats: Mapping[str, Mapping[str, Any]],
+    mastery: float = 0.8,
+    rejected: Sequence[str] = (),
+) -> tuple[Skill | None, str]:
+    """Ask for a new macro skill; return it (not yet verified) or None, and the rationale."""
+    context = {
+        "library": library_context(library),
+        "skills": [{"skill": name, **dict(stats)} for name, stats in skill_stats.items()],
+        "mastery_threshold": mastery,
+        "rejected": list(rejected),
+    }
+    prompt = render_prompt("add_skill", context, library=library.describe())
+
+    def validate(answer: SkillProposal) -> None:
+        if answer.skill is not None:
+            if answer.skill.name in rejected:
+                raise ValueError(f"{answer.skill.name!r} failed verification before")
+            macro_from_spec(answer.skill, library)
+
+    answer = backend.generate(prompt, [], SkillProposal, "add_skill", validate)
+    if answer.skill is None:
+        return None, answer.rationale
+    return macro_from_spec(answer.skill, library), answer.rationale
+
+
+def verify_skill(
+    skill: Skill, embodiment: Embodiment, seeds: Sequence[int], colours: Sequence[str]
+) -> tuple[int, int]:
+    """Run the macro's task on seeded trials with the macro in the library; (successes, steps).
+
+    The macro is added to the embodiment's library for the trials and removed afterwards; the
+    caller adds it for good if the successes suffice.
+    """
+    task = skill.template.format(*colours)
+    library = embodiment.library
+    library.add(skill)
+    try:
+        records = [embodiment.execute(task, int(seed)) for seed in seeds]
+    finally:
+        library.remove(skill.name)
+    return sum(record.success for record in records), sum(record.steps for record in records)

@@ -1,0 +1,341 @@
+"""The vlm curriculum: a VLM (or its rules stand-in) picks the tasks, behind the Curriculum API.
+
+The model is consulted every `interval` proposals (None: only when `consult()` is called, as
+the collect loop does once per iteration), never per step; between consultations tasks are
+sampled from its last proposal, tasks of skills the analysis called stalled at a lower weight.
+A learning-progress curriculum over the same tasks hears every outcome in the background: when
+the model fails for good (invalid answers after re-asks, HTTP errors, timeouts, rate limits)
+its choices are used until the next consultation, and the fallback is counted. A run never
+stops because of the model.
+
+`usage()` totals the calls, tokens, estimated cost and fallbacks with the keys of
+`gameon.benchmark.records.VLMUsage`; results are labelled `vlm[{backend}]` (`label`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gameon.envs.language import parse
+from gameon.experimenter.curriculum import (
+    Curriculum,
+    LearningProgressCurriculum,
+    _canonical_tasks,
+    _check_state,
+    canonical,
+)
+from gameon.experimenter.skills import Skill, SkillLibrary, default_library
+from gameon.experimenter.vlm import modules
+from gameon.experimenter.vlm.backend import Backend, ImageLike, Transcript, Usage, VLMError
+from gameon.experimenter.vlm.factory import cost_usd, make_backend
+
+log = logging.getLogger(__name__)
+Camera = Callable[[int], ImageLike]
+RECENT = 10
+"""outcomes per task whose success rate the model sees as `recent_success`"""
+
+
+class SceneCamera:
+    """Renders the front camera's view of an env's scene as reset with a given seed."""
+
+    def __init__(self, env_id: str, width: int = 160, height: int = 120) -> None:
+        self.env_id, self.width, self.height = env_id, width, height
+        self._env: Any = None
+
+    def __call__(self, seed: int) -> np.ndarray:
+        """The RGB image of the scene reset with `seed` (the env is built on first use)."""
+        if self._env is None:
+            import gymnasium as gym
+
+            import gameon.envs  # noqa: F401  (registers the ids)
+
+            self._env = gym.make(
+                self.env_id,
+                render_mode="rgb_array",
+                camera="front",
+                width=self.width,
+                height=self.height,
+            )
+        self._env.reset(seed=int(seed))
+        return self._env.render()
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+
+class VLMCurriculum(Curriculum):
+    """Tasks proposed by a VLM backend, with a learning-progress fallback; see module doc."""
+
+    name = "vlm"
+
+    def __init__(
+        self,
+        tasks: Sequence[str],
+        backend: Backend,
+        seed: int | None = 0,
+        interval: int | None = 100,
+        proposal_size: int = 4,
+        library: SkillLibrary | None = None,
+        camera: Camera | None = None,
+        mastery: float = 0.8,
+        stalled_weight: float = 0.25,
+        **lp_options: Any,
+    ) -> None:
+        super().__init__(seed)
+        if interval is not None and (isinstance(interval, bool) or interval < 1):
+            raise ValueError(f"interval must be >= 1 episodes or None, got {interval}")
+        if proposal_size < 1:
+            raise ValueError(f"proposal_size must be >= 1, got {proposal_size}")
+        if not 0.0 < stalled_weight <= 1.0:
+            raise ValueError(f"stalled_weight must be in (0, 1], got {stalled_weight}")
+        self.tasks = _canonical_tasks(tasks)
+        self.backend = backend
+        self.interval = interval
+        self.proposal_size = min(proposal_size, len(self.tasks))
+        self.library = default_library() if library is None else library
+        self.camera = camera
+        self.mastery = float(mastery)
+        self.stalled_weight = float(stalled_weight)
+        self.lp = LearningProgressCurriculum(self.tasks, seed, **lp_options)
+        self.proposal: list[str] = []
+        self.rationale = ""
+        self.source = "lp"
+        self.since = 0
+        self.consults = 0
+        self.fallbacks = 0
+        self.outcomes: dict[str, list[bool]] = {task: [] for task in self.tasks}
+        self.curves: dict[str, list[float]] = {}
+        self.statuses: dict[str, str] = {}
+        self.rejected: list[str] = []
+        self._base = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+
+    @property
+    def label(self) -> str:
+        """How results of this curriculum are labelled, e.g. "vlm[rules]"."""
+        return f"vlm[{self.backend.name}]"
+
+    # -- the model, with fallbacks ----------------------------------------------------------
+
+    def ask(self, module: str, call: Callable[[], Any]) -> Any | None:
+        """Run one module call; None (and one more fallback) if the model failed for good."""
+        try:
+            return call()
+        except VLMError as error:
+            self.fallbacks += 1
+            log.warning("vlm %s failed, falling back: %s", module, error)
+            return None
+
+    def task_stats(self) -> dict[str, dict[str, Any]]:
+        """Per task: attempts, successes, recent success rate and learning progress."""
+        progress = self.lp.progress()
+        stats = {}
+        for index, task in enumerate(self.tasks):
+            outcomes = self.outcomes[task]
+            recent = outcomes[-RECENT:]
+            stats[task] = {
+                "attempts": len(outcomes),
+                "successes": int(sum(outcomes)),
+                "recent_success": round(sum(recent) / len(recent), 4) if recent else None,
+                "learning_progress": round(float(progress[index]), 4),
+            }
+        return stats
+
+    def skill_stats(self) -> dict[str, dict[str, Any]]:
+        """Per skill: practice attempts and successes, success (evaluated if known), status."""
+        stats: dict[str, dict[str, Any]] = {}
+        for task in self.tasks:
+            entry = stats.setdefault(parse(task).skill, {"attempts": 0, "successes": 0})
+            entry["attempts"] += len(self.outcomes[task])
+            entry["successes"] += int(sum(self.outcomes[task]))
+        for skill, entry in stats.items():
+            curve = self.curves.get(skill)
+            if curve:
+                entry["success"] = round(float(curve[-1]), 4)
+                entry["curve"] = [round(float(v), 4) for v in curve]
+            elif entry["attempts"]:
+                entry["success"] = round(entry["successes"] / entry["attempts"], 4)
+            else:
+                entry["success"] = None
+            entry["status"] = self.statuses.get(skill)
+        return stats
+
+    def consult(self, scene_seed: int | None = None) -> bool:
+        """Ask the model for the next tasks; on failure use lp until the next consultation."""
+        seed = self.consults if scene_seed is None else scene_seed
+        image = None if self.camera is None else self.camera(seed)
+        self.consults += 1
+        self.since = 0
+        answer = self.ask(
+            "propose",
+            lambda: modules.propose_tasks(
+                self.backend,
+                self.tasks,
+                self.task_stats(),
+                self.skill_stats(),
+                self.library,
+                self.proposal_size,
+                image,
+                self.mastery,
+            ),
+        )
+        if answer is None:
+            self.proposal, self.rationale, self.source = [], "", "lp"
+            return False
+        self.proposal, self.rationale, self.source = list(answer.tasks), answer.rationale, "vlm"
+        return True
+
+    def plan(self, task: str, colours: Sequence[str]) -> modules.Plan:
+        """Decompose a task and retrieve each step; an empty plan if the model failed."""
+        answer = self.ask("decompose", lambda: modules.decompose(self.backend, task, self.library))
+        if answer is None:
+            return modules.Plan(canonical(task))
+        plan = modules.Plan(canonical(task), rationale=answer.rationale)
+        for step in answer.steps:
+            found = self.ask(
+                "retrieve", lambda s=step: modules.retrieve(self.backend, s, self.library, colours)
+            )
+            if found is None:
+                found = modules.Retrieval(step, None, None, "unmatched", "the model failed")
+            plan.retrievals.append(found)
+        return plan
+
+    def analyse(self, curves: Mapping[str, Sequence[float]]) -> dict[str, str] | None:
+        """Judge each skill's curve; remember the verdicts (stalled skills are sampled less)."""
+        self.curves = {skill: [float(v) for v in values] for skill, values in curves.items()}
+        verdicts = self.ask(
+            "analyse", lambda: modules.analyse(self.backend, self.curves, self.mastery)
+        )
+        if verdicts is None:
+            return None
+        self.statuses = {skill: verdict.status for skill, verdict in verdicts.items()}
+        return dict(self.statuses)
+
+    def propose_skill(self) -> tuple[Skill | None, str]:
+        """Ask for a new macro skill (not yet verified); (None, "") if the model failed."""
+        answer = self.ask(
+            "add_skill",
+            lambda: modules.propose_skill(
+                self.backend, self.library, self.skill_stats(), self.mastery, self.rejected
+            ),
+        )
+        return (None, "") if answer is None else answer
+
+    # -- the Curriculum interface -------------------------------------------------------------
+
+    def _sample(self) -> str:
+        weights = np.array(
+            [
+                self.stalled_weight if self.statuses.get(parse(t).skill) == "stalled" else 1.0
+                for t in self.proposal
+            ]
+        )
+        return self.proposal[int(self.rng.choice(len(self.proposal), p=weights / weights.sum()))]
+
+    def propose(self) -> str:
+        due = self.interval is not None and self.since >= self.interval
+        if due or self.consults == 0:
+            self.consult()
+        self.since += 1
+        if self.source == "lp" or not self.proposal:
+            return self.lp.propose()
+        return self._sample()
+
+    def update(self, instruction: str, success: bool, episode_return: float) -> None:
+        task = canonical(instruction)
+        if task not in self.outcomes:
+            return
+        self.outcomes[task].append(bool(success))
+        self.lp.update(task, success, episode_return)
+
+    def usage(self) -> dict[str, Any]:
+        """Calls, tokens, estimated cost (USD) and fallbacks: the keys of records.VLMUsage."""
+        backend = self.backend
+        usage = backend.total_usage
+        return {
+            "backend": backend.name,
+            "model": backend.model,
+            "calls": self._base["calls"] + backend.calls,
+            "prompt_tokens": self._base["prompt_tokens"] + usage.prompt_tokens,
+            "completion_tokens": self._base["completion_tokens"] + usage.completion_tokens,
+            "cost_usd": round(
+                self._base["cost_usd"] + cost_usd(backend.name, backend.model, usage), 6
+            ),
+            "fallbacks": self.fallbacks,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "tasks": list(self.tasks),
+            "rng": self._rng_state(),
+            "lp": self.lp.state_dict(),
+            "proposal": list(self.proposal),
+            "rationale": self.rationale,
+            "source": self.source,
+            "since": self.since,
+            "consults": self.consults,
+            "outcomes": {task: list(values) for task, values in self.outcomes.items()},
+            "curves": {skill: list(values) for skill, values in self.curves.items()},
+            "statuses": dict(self.statuses),
+            "rejected": list(self.rejected),
+            "usage": self.usage(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        _check_state(state, self.name, self.tasks)
+        self._load_rng_state(state["rng"])
+        self.lp.load_state_dict(state["lp"])
+        self.proposal = [canonical(task) for task in state["proposal"]]
+        self.rationale = str(state["rationale"])
+        self.source = str(state["source"])
+        self.since, self.consults = int(state["since"]), int(state["consults"])
+        self.outcomes = {task: [bool(v) for v in state["outcomes"][task]] for task in self.tasks}
+        self.curves = {k: [float(v) for v in values] for k, values in state["curves"].items()}
+        self.statuses = {str(k): str(v) for k, v in state["statuses"].items()}
+        self.rejected = [str(name) for name in state["rejected"]]
+        usage = state["usage"]
+        self.fallbacks = int(usage["fallbacks"])
+        self._base = {key: usage[key] for key in self._base}
+        self.backend.calls, self.backend.total_usage = 0, Usage()
+
+    def close(self) -> None:
+        """Release the scene camera's renderer."""
+        if isinstance(self.camera, SceneCamera):
+            self.camera.close()
+
+
+def make_vlm_curriculum(
+    tasks: Sequence[str] | None,
+    seed: int | None = 0,
+    backend: str | Backend = "rules",
+    model: str | None = None,
+    base_url: str | None = None,
+    transcript: Transcript | str | Path | None = None,
+    replay_path: str | Path | None = None,
+    camera_env_id: str | None = None,
+    **options: Any,
+) -> VLMCurriculum:
+    """A vlm curriculum over `tasks` with a backend given by name (see make_backend) or built.
+
+    `transcript` is a Transcript or the run folder to write `transcript.jsonl` in (None: no
+    transcript); `camera_env_id` renders the scene image from that env's front camera unless a
+    `camera` is given. Other options go to VLMCurriculum (interval, proposal_size, ...).
+    """
+    if tasks is None:
+        raise ValueError("the vlm curriculum needs tasks, e.g. task_set(env_id)")
+    if transcript is not None and not isinstance(transcript, Transcript):
+        transcript = Transcript(transcript)
+    if isinstance(backend, str):
+        backend = make_backend(backend, model, base_url, transcript, replay_path)
+    elif model is not None or base_url is not None or replay_path is not None:
+        raise ValueError("model, base_url and replay_path only apply to a backend given by name")
+    if options.get("camera") is None and camera_env_id is not None:
+        options["camera"] = SceneCamera(camera_env_id)
+    return VLMCurriculum(tasks, backend, seed, **options)
