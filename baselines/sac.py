@@ -65,8 +65,10 @@ from gameon.experimenter.curriculum import (
     Curriculum,
     curriculum_brief,
     curriculum_for_env,
+    curriculum_label,
     curriculum_scalars,
     make_curriculum,
+    vlm_usage,
 )
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 
@@ -98,7 +100,8 @@ class Args:
     """step limit of training episodes; None: the env's own (evaluation always uses the env's)"""
     curriculum: str = "fixed"
     """who picks each training episode's instruction: fixed (uniform over the tasks), hand (the
-    stages of hand_curriculum) or lp (learning progress); vlm is not available yet"""
+    stages of hand_curriculum), lp (learning progress) or vlm (a VLM proposes the tasks every
+    vlm_interval episodes; results labelled vlm[{vlm_backend}])"""
     curriculum_tasks: Literal["all", "targets"] = "all"
     """the tasks of fixed and lp, and what hand's stages must stay within: all (every instruction
     the env accepts: its skills over its block colours) or targets (only the skills the env is
@@ -107,6 +110,16 @@ class Args:
     """TOML file of the hand curriculum's stages; None: the shipped reach -> ... -> tower"""
     curriculum_seed: int | None = None
     """seed of the curriculum's proposals; None: the run seed"""
+    vlm_backend: str = "rules"
+    """vlm curriculum: rules (offline stand-in) | gemini | openai | replay"""
+    vlm_model: str | None = None
+    """vlm curriculum: the model (default gemini-2.5-flash for gemini, gpt-4o-mini for openai)"""
+    vlm_base_url: str | None = None
+    """vlm curriculum: server URL, e.g. http://localhost:11434/v1 for Ollama (openai backend)"""
+    vlm_replay: str | None = None
+    """vlm curriculum, replay backend: the transcript.jsonl (or run folder) to replay"""
+    vlm_interval: int = 100
+    """vlm curriculum: training episodes between consultations of the model"""
     torch_deterministic: bool = True
     """sets torch.backends.cudnn.deterministic"""
     torch_threads: int = 1
@@ -166,11 +179,19 @@ def check_args(args: Args) -> None:
     if args.vectorization not in VECTORIZATIONS:
         raise ValueError(f"unknown vectorization {args.vectorization!r}; accepted: sync, async")
     if args.curriculum not in CURRICULA:
-        make_curriculum(args.curriculum)  # raises, naming the accepted ones (vlm: not yet)
+        make_curriculum(args.curriculum)  # raises, naming the accepted ones
     if args.curriculum_tasks not in CURRICULUM_TASKS:
         raise ValueError(
             f"unknown curriculum_tasks {args.curriculum_tasks!r}; accepted: all, targets"
         )
+    vlm_only = (args.vlm_model, args.vlm_base_url, args.vlm_replay)
+    if args.curriculum != "vlm" and any(value is not None for value in vlm_only):
+        raise ValueError(
+            f"vlm_model, vlm_base_url and vlm_replay are only read by the vlm curriculum, "
+            f"not {args.curriculum!r}"
+        )
+    if args.vlm_interval < 1:
+        raise ValueError(f"vlm_interval must be >= 1 episodes, got {args.vlm_interval}")
     if args.hand_curriculum is not None and args.curriculum != "hand":
         raise ValueError(
             f"hand_curriculum is only read by the hand curriculum, not {args.curriculum!r}"
@@ -312,15 +333,29 @@ def terminates_on_success(args: Args) -> bool:
     return args.terminate_on_success
 
 
-def make_training_curriculum(args: Args) -> Curriculum:
-    """The run's curriculum over the env's tasks; a ValueError says why it cannot train there."""
+def make_training_curriculum(args: Args, run_dir: Path | None = None) -> Curriculum:
+    """The run's curriculum over the env's tasks; a ValueError says why it cannot train there.
+
+    vlm: its transcript goes to run_dir/transcript.jsonl (none while run_dir is None).
+    """
     seed = args.seed if args.curriculum_seed is None else args.curriculum_seed
+    vlm_options = None
+    if args.curriculum == "vlm":
+        vlm_options = {
+            "backend": args.vlm_backend,
+            "model": args.vlm_model,
+            "base_url": args.vlm_base_url,
+            "replay_path": args.vlm_replay,
+            "transcript": run_dir,
+            "interval": args.vlm_interval,
+        }
     return curriculum_for_env(
         args.env_id,
         args.curriculum,
         seed,
         hand_path=args.hand_curriculum,
         targets_only=args.curriculum_tasks == "targets",
+        vlm_options=vlm_options,
     )
 
 
@@ -358,6 +393,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     rng = np.random.default_rng(args.seed)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(ALGO, args.env_id, args.seed)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if args.curriculum == "vlm":
+        curriculum = make_training_curriculum(args, run_dir)  # now with its transcript
     if args.track:
         wandb.init(
             project=args.wandb_project_name,
@@ -563,6 +600,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         "updates": updates,
         "curriculum": args.curriculum,
         "curriculum_state": curriculum_brief(curriculum),
+        "curriculum_label": curriculum_label(curriculum),
+        "vlm": vlm_usage(curriculum),
         "train_episodes": sum(tally.episodes.values()),
         "train_per_skill": tally.to_dict(),
         "eval": {**report.to_dict(), "global_step": global_step},

@@ -73,8 +73,9 @@ from gameon.experimenter.curriculum import (
     Curriculum,
     Outcome,
     curriculum_for_env,
-    make_curriculum,
+    vlm_usage,
 )
+from gameon.experimenter.curriculum import curriculum_label as label_of
 from gameon.experimenter.skills import (
     LearnedExecutor,
     ScriptedExecutor,
@@ -104,7 +105,7 @@ class LoopConfig:
     eval_env_id: str | None = None
     """env whose suite evaluates each skill (None: the practice env, so every skill gets a curve)"""
     curriculum: str = "lp"
-    """curriculum over the practice env's tasks: fixed | hand | lp (vlm is not available yet)"""
+    """curriculum over the practice env's tasks: fixed | hand | lp | vlm"""
     learner: Literal["bc", "iql"] = "bc"
     """offline learner retrained on the whole dataset every iteration"""
     seed: int = 0
@@ -127,6 +128,20 @@ class LoopConfig:
     """the run stops when every target skill's evaluated success reaches this"""
     auto_stop: bool = True
     """stop early once the target skills are mastered (otherwise run every iteration)"""
+    vlm_backend: str = "rules"
+    """vlm curriculum: rules (offline stand-in, labelled vlm[rules]) | gemini | openai | replay"""
+    vlm_model: str | None = None
+    """vlm curriculum: the model (default gemini-2.5-flash for gemini, gpt-4o-mini for openai)"""
+    vlm_base_url: str | None = None
+    """vlm curriculum: server URL, e.g. http://localhost:11434/v1 for Ollama (openai backend)"""
+    vlm_replay: str | None = None
+    """vlm curriculum, replay backend: the transcript.jsonl (or run folder) to replay"""
+    vlm_proposal_size: int = 4
+    """vlm curriculum: tasks the model proposes per iteration (episodes are sampled from them)"""
+    vlm_add_skills: bool = True
+    """vlm curriculum: let the model propose macro skills, verified by the oracle"""
+    vlm_verify_trials: int = 3
+    """vlm curriculum: seeded trials a proposed macro must pass (promote_threshold of them)"""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field and what it accepts."""
@@ -134,8 +149,6 @@ class LoopConfig:
             value = getattr(self, name)
             if value not in ENV_SKILLS and not (name == "eval_env_id" and value is None):
                 raise ValueError(f"unknown {name} {value!r}; accepted: {', '.join(ENV_SKILLS)}")
-        if self.curriculum == "vlm":
-            make_curriculum("vlm")  # raises the "not available yet" error
         if self.curriculum not in CURRICULA:
             raise ValueError(
                 f"unknown curriculum {self.curriculum!r}; accepted: {', '.join(CURRICULA)}"
@@ -159,7 +172,16 @@ class LoopConfig:
         for name, low in minimums.items():
             if getattr(self, name) < low:
                 raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
-        make_loop_curriculum(self)  # e.g. hand's stages need a practice env that has them
+        if self.curriculum != "vlm" and (self.vlm_model or self.vlm_base_url or self.vlm_replay):
+            raise ValueError(
+                f"vlm_model, vlm_base_url and vlm_replay are only read by the vlm curriculum, "
+                f"not {self.curriculum!r}"
+            )
+        for name in ("vlm_proposal_size", "vlm_verify_trials"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        make_loop_curriculum(self)  # e.g. hand's stages need a practice env that has them;
+        # the vlm backend needs its key (gemini) or transcript (replay)
         if self.seed_noise < 0:
             raise ValueError(f"seed_noise must be >= 0, got {self.seed_noise}")
         for name in ("promote_threshold", "stop_threshold"):
@@ -177,9 +199,27 @@ class LoopConfig:
         return ENV_SKILLS[self.env_id][0]
 
 
-def make_loop_curriculum(config: LoopConfig) -> Curriculum:
-    """The run's curriculum over the practice env's tasks, seeded with the run's seed."""
-    return curriculum_for_env(config.practice_env_id, config.curriculum, config.seed)
+def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Curriculum:
+    """The run's curriculum over the practice env's tasks, seeded with the run's seed.
+
+    vlm: consulted once per iteration, its transcript in run_dir/transcript.jsonl (none if
+    run_dir is None, as when a config is only validated).
+    """
+    vlm_options = None
+    if config.curriculum == "vlm":
+        vlm_options = {
+            "backend": config.vlm_backend,
+            "model": config.vlm_model,
+            "base_url": config.vlm_base_url,
+            "replay_path": config.vlm_replay,
+            "transcript": run_dir,
+            "interval": None,
+            "proposal_size": config.vlm_proposal_size,
+            "mastery": config.promote_threshold,
+        }
+    return curriculum_for_env(
+        config.practice_env_id, config.curriculum, config.seed, vlm_options=vlm_options
+    )
 
 
 # -- seeds ------------------------------------------------------------------------------------
@@ -294,6 +334,47 @@ def promote(
             library.replace_executor(skill, ScriptedExecutor(config.seed_noise))
 
 
+def vlm_propose(
+    curriculum: Curriculum, embodiment: Embodiment, scene_seed: int, count: int
+) -> tuple[list[str], dict[str, Any]]:
+    """vlm: consult the model on the first episode's scene, sample tasks, plan each one."""
+    from gameon.experimenter.vlm.collect import plan_tasks
+
+    curriculum.consult(scene_seed=scene_seed)
+    tasks = curriculum.propose_batch(count)
+    report = {
+        "source": curriculum.source,
+        "proposal": list(curriculum.proposal),
+        "rationale": curriculum.rationale,
+        "plans": plan_tasks(curriculum, embodiment, tasks),
+    }
+    return tasks, report
+
+
+def vlm_reflect(
+    config: LoopConfig,
+    iteration: int,
+    curriculum: Curriculum,
+    embodiment: Embodiment,
+    curves: dict[str, list[float]],
+    rates: dict[str, float],
+    checkpoint: str,
+) -> dict[str, Any]:
+    """vlm: analyse the curves, promote converged skills, maybe add a verified macro skill."""
+    from gameon.experimenter.vlm.collect import add_verified_skill, analyse_and_promote
+
+    library = embodiment.library
+    statuses = analyse_and_promote(
+        curriculum, library, curves, rates, checkpoint, config.promote_threshold, config.seed_noise
+    )
+    new_skill = None
+    if config.vlm_add_skills:
+        rng = np.random.default_rng([config.seed, iteration, 3])
+        trials = [int(s) for s in rng.integers(SEED_LOW, SEED_HIGH, size=config.vlm_verify_trials)]
+        new_skill = add_verified_skill(curriculum, embodiment, trials, config.promote_threshold)
+    return {"analysis": statuses, "new_skill": new_skill}
+
+
 def mastered(config: LoopConfig, rates: dict[str, float]) -> bool:
     """Whether every target skill reached stop_threshold in this evaluation."""
     return all(rates.get(skill, 0.0) >= config.stop_threshold for skill in config.target_skills)
@@ -310,13 +391,18 @@ def run_iteration(
 ) -> dict:
     """Collect, record, retrain and evaluate one iteration; return the state to commit."""
     start = time.perf_counter()
+    vlm = config.curriculum == "vlm" and iteration > 0
+    report: dict[str, Any] = {}
+    count = config.seed_episodes if iteration == 0 else config.episodes_per_iteration
+    seeds, noise_seeds = episode_seeds(config.seed, iteration, count)
     if iteration == 0:
         rng = np.random.default_rng([config.seed, 0, 2])
         picks = rng.integers(len(curriculum.tasks), size=config.seed_episodes)
         tasks = [curriculum.tasks[int(i)] for i in picks]
+    elif vlm:
+        tasks, report = vlm_propose(curriculum, embodiment, seeds[0], count)
     else:
         tasks = curriculum.propose_batch(config.episodes_per_iteration)
-    seeds, noise_seeds = episode_seeds(config.seed, iteration, len(tasks))
     records = embodiment.execute_many(tasks, seeds, noise_seeds, callback=on_episode)
     if iteration > 0:
         outcomes = [Outcome(r.instruction, r.success, r.episode_return) for r in records]
@@ -330,12 +416,15 @@ def run_iteration(
     summary = train_and_evaluate(config, iteration, root, run_dir)
     rates = {skill: r["rate"] for skill, r in summary["eval"]["per_skill"].items()}
     checkpoint = str(Path(summary["checkpoint"]).resolve())
-    promote(embodiment.library, rates, checkpoint, config)
-
-    episodes = (0 if state is None else state["dataset"]["episodes"]) + len(records)
     curves = {} if state is None else {k: list(v) for k, v in state["curves"].items()}
     for skill, rate in rates.items():
         curves.setdefault(skill, []).append(rate)
+    if vlm:
+        report |= vlm_reflect(config, iteration, curriculum, embodiment, curves, rates, checkpoint)
+    else:
+        promote(embodiment.library, rates, checkpoint, config)
+
+    episodes = (0 if state is None else state["dataset"]["episodes"]) + len(records)
     history = [] if state is None else list(state["history"])
     history.append(
         {
@@ -351,6 +440,7 @@ def run_iteration(
             "success_rate": summary["eval"]["success_rate"],
             "env_steps": sum(r.steps for r in records),
             "executors": {s.name: s.executor.kind for s in embodiment.library},
+            **({"vlm": report} if vlm else {}),
             "seconds": time.perf_counter() - start,
         }
     )
@@ -371,6 +461,8 @@ def run_iteration(
         },
         "policy": str(Path(summary["checkpoint"]).resolve().relative_to(run_dir.resolve())),
         "evaluation": summary["eval"],
+        "curriculum_label": label_of(curriculum),
+        "vlm": vlm_usage(curriculum),
         "seed": config.seed,
         "wall_seconds": (0.0 if state is None else state["wall_seconds"]) + history[-1]["seconds"],
     }
@@ -552,14 +644,23 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
     run_dir.mkdir(parents=True, exist_ok=True)
     state = load_state(run_dir, config)
     remove_uncommitted(run_dir, state)
-    curriculum = make_loop_curriculum(config)
+    curriculum = make_loop_curriculum(config, run_dir)
     if state is None:
         library = default_library(noise=config.seed_noise)
     else:
         curriculum.load_state_dict(state["curriculum"])
         library = SkillLibrary.from_dict(state["library"])
+    embodiment_class = Embodiment
+    if config.curriculum == "vlm":
+        from gameon.experimenter.vlm.collect import PlannedEmbodiment
 
-    with Embodiment(config.practice_env_id, library) as embodiment, progress_bar(progress) as bar:
+        embodiment_class, curriculum.library = PlannedEmbodiment, library
+
+    with (
+        embodiment_class(config.practice_env_id, library) as embodiment,
+        progress_bar(progress) as bar,
+        contextlib.closing(curriculum),
+    ):
         done = 0 if state is None else state["iteration"] + 1
         iterations = bar.add_task("iterations", total=config.iterations + 1, completed=done)
         episodes = bar.add_task("episodes", total=config.seed_episodes)

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Annotated
 
 import gymnasium as gym
 import numpy as np
@@ -60,9 +61,12 @@ class Demo:
 class Experiment(LoopConfig):
     """Run the collect protocol (the Game On cycle): practise tasks, record them, retrain, evaluate.
 
-    An existing run folder of the same config resumes where it stopped.
+    An existing run folder of the same config resumes where it stopped. With `--curriculum vlm`
+    a VLM backend proposes, decomposes and analyses (`--backend rules` runs offline).
     """
 
+    vlm_backend: Annotated[str, tyro.conf.arg(aliases=("--backend",))] = "rules"
+    """vlm curriculum: rules (offline stand-in, labelled vlm[rules]) | gemini | openai | replay"""
     run_dir: Path | None = None
     """output folder (default: runs/experiment__{curriculum}__{learner}__{seed})"""
     progress: bool = True

@@ -107,13 +107,19 @@ def test_experiment_help_lists_the_loop_options() -> None:
         assert option in result.stdout
 
 
-def test_experiment_vlm_curriculum_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_experiment_vlm_gemini_without_key_says_what_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    run_dir = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
-        main(["experiment", "--curriculum", "vlm", "--run-dir", str(tmp_path / "run")])
+        main(["experiment", "--curriculum", "vlm", "--backend", "gemini", "--run-dir", str(run_dir)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "vlm" in err and "not available yet" in err
-    assert not (tmp_path / "run").exists()
+    assert len(err.splitlines()) == 1
+    assert "GEMINI_API_KEY" in err and "GOOGLE_API_KEY" in err and "--backend rules" in err
+    assert not run_dir.exists()
 
 
 def test_experiment_runs_and_prints_where_its_files_are(

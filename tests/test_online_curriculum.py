@@ -249,8 +249,10 @@ def test_hand_on_reach_fails_before_training(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"curriculum": "random"}, "unknown curriculum 'random'; accepted: fixed, hand, lp"),
-        ({"curriculum": "vlm"}, "not available yet; accepted curricula: fixed, hand, lp"),
+        ({"curriculum": "random"}, "unknown curriculum 'random'; accepted: fixed, hand, lp, vlm"),
+        ({"curriculum": "vlm", "vlm_backend": "nope"}, "unknown VLM backend 'nope'"),
+        ({"curriculum": "vlm", "vlm_backend": "replay"}, "needs a transcript"),
+        ({"vlm_model": "gpt-4o-mini"}, "only read by the vlm curriculum"),
         ({"curriculum_tasks": "some"}, "accepted: all, targets"),
         ({"hand_curriculum": "stages.toml"}, "only read by the hand curriculum"),
         ({"curriculum": "hand", "hand_curriculum": "missing.toml"}, "no file at missing.toml"),
