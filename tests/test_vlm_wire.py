@@ -1,0 +1,311 @@
+"""The vlm curriculum on the real openai and google-genai clients against local servers.
+
+Each case scripts the server's replies (good, malformed JSON, schema violation, unknown task or
+skill, 429 then success, 500s until the retry limit, a timeout) and checks what the curriculum
+decided: the proposed tasks it samples from, or the learning-progress choice and a counted
+fallback; the transcript's entries; and that the fake key is in no file and no log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_http import Scripted, ScriptedServer
+
+from gameon.experimenter.curriculum import LearningProgressCurriculum, task_set
+from gameon.experimenter.vlm import GeminiBackend, Transcript, make_backend
+from gameon.experimenter.vlm_curriculum import VLMCurriculum, make_vlm_curriculum
+
+OPENAI_KEY = "sk-wire-SECRET-789"
+GEMINI_KEY = "AIza-wire-SECRET-012"
+GEMINI_MODEL = "gemini-test"
+TASKS = task_set("GameOn/MultiSkill-v0")
+GOOD_TASKS = ["pick up the red block", "stack the green block on the blue block"]
+COLOURS = ("red", "green", "blue")
+
+
+def camera(seed: int) -> np.ndarray:
+    """A tiny stand-in for the scene camera (the loop tests render the real one)."""
+    image = np.zeros((8, 12, 3), np.uint8)
+    image[seed % 8] = 200
+    return image
+
+
+class Provider:
+    """One wire format: how to start its server, script a reply and build its backend."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        if name == "openai":
+            self.server = ScriptedServer("/v1/chat/completions")
+        else:
+            self.server = ScriptedServer(re.compile(rf"/v1(beta)?/models/{GEMINI_MODEL}:.*"))
+
+    def reply(self, content: str) -> Scripted:
+        """A successful reply whose answer text is `content`."""
+        if self.name == "openai":
+            body = {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "fake",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            }
+        else:
+            body = {
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": [{"text": content}]},
+                        "finishReason": "STOP",
+                    }
+                ],
+                "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20},
+            }
+        return Scripted(200, json.dumps(body))
+
+    def error(self, status: int) -> Scripted:
+        body = {"error": {"code": status, "message": f"scripted {status}", "status": "UNAVAILABLE"}}
+        return Scripted(status, json.dumps(body), {"retry-after": "0", "retry-after-ms": "1"})
+
+    def backend(self, run_dir: Path, retries: int = 0, timeout: float = 5.0):
+        transcript = Transcript(run_dir)
+        if self.name == "openai":
+            return make_backend(
+                "openai",
+                "gpt-4o-mini",
+                base_url=f"{self.server.url}/v1",
+                transcript=transcript,
+                retries=retries,
+                timeout=timeout,
+            )
+        return GeminiBackend(
+            GEMINI_MODEL,
+            base_url=self.server.url,
+            timeout=timeout,
+            attempts=retries + 1,
+            transcript=transcript,
+            initial_delay=0.01,
+            max_delay=0.05,
+        )
+
+    @property
+    def key(self) -> str:
+        return OPENAI_KEY if self.name == "openai" else GEMINI_KEY
+
+
+@pytest.fixture(params=["openai", "gemini"])
+def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Provider]:
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    for name in ("OPENAI_BASE_URL", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("GOOGLE_GEMINI_BASE_URL", raising=False)
+    monkeypatch.delenv("GOOGLE_GENAI_API_VERSION", raising=False)
+    p = Provider(request.param)
+    yield p
+    p.server.close()
+
+
+def curriculum(provider: Provider, run_dir: Path, **kwargs: object) -> VLMCurriculum:
+    options = {"retries": 0, "timeout": 5.0}
+    options.update({k: kwargs.pop(k) for k in list(kwargs) if k in options})
+    backend = provider.backend(run_dir, **options)
+    return make_vlm_curriculum(TASKS, 3, backend=backend, camera=camera, interval=5, **kwargs)
+
+
+def proposal(tasks: list[str], rationale: str = "edge of competence") -> str:
+    return json.dumps({"tasks": tasks, "rationale": rationale})
+
+
+def lp_choices(n: int) -> list[str]:
+    """What the background learning-progress curriculum proposes first, untouched."""
+    lp = LearningProgressCurriculum(TASKS, 3)
+    return [lp.propose() for _ in range(n)]
+
+
+def assert_no_key(provider: Provider, run_dir: Path, logs: str) -> None:
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        assert provider.key.encode() not in path.read_bytes(), path
+    assert provider.key not in logs
+    assert all(provider.key not in path for path in provider.server.paths)
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.DEBUG)
+    return caplog
+
+
+def test_good_answer_becomes_the_proposal(
+    provider: Provider,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    provider.server.script(provider.reply(proposal(GOOD_TASKS)))
+    vlm = curriculum(provider, tmp_path)
+    picks = [vlm.propose() for _ in range(5)]
+    assert vlm.proposal == GOOD_TASKS and vlm.source == "vlm" and vlm.rationale
+    assert set(picks) <= set(GOOD_TASKS)
+    (entry,) = Transcript(tmp_path).entries()
+    assert entry["module"] == "propose" and entry["backend"] == provider.name
+    assert entry["parsed"]["tasks"] == GOOD_TASKS and entry["error"] is None
+    (digest,) = entry["images"]
+    assert (tmp_path / "images" / f"{digest}.png").is_file()
+    assert "```json" in entry["prompt"] and '"mastery_threshold"' in entry["prompt"]
+    usage = vlm.usage()
+    assert usage["calls"] == 1 and usage["prompt_tokens"] == 100
+    assert usage["completion_tokens"] == 20 and usage["fallbacks"] == 0
+    if provider.name == "openai":
+        assert usage["cost_usd"] == pytest.approx((100 * 0.15 + 20 * 0.60) / 1e6)
+    assert vlm.label == f"vlm[{provider.name}]"
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_malformed_json_is_reasked_and_the_second_answer_used(
+    provider: Provider,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    provider.server.script(provider.reply("{not json"), provider.reply(proposal(GOOD_TASKS[:1])))
+    vlm = curriculum(provider, tmp_path)
+    assert vlm.propose() == GOOD_TASKS[0]
+    first, second = Transcript(tmp_path).entries()
+    assert first["error"] and first["parsed"] is None and second["attempt"] == 1
+    assert "Your previous answer was invalid" in second["prompt"]
+    assert vlm.usage()["fallbacks"] == 0 and vlm.usage()["calls"] == 2
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_schema_violations_until_the_limit_fall_back_to_lp(
+    provider: Provider,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    bad = provider.reply(json.dumps({"rationale": "no tasks"}))
+    provider.server.script(bad, bad, bad)
+    vlm = curriculum(provider, tmp_path)
+    picks = [vlm.propose() for _ in range(4)]
+    assert picks == lp_choices(4)
+    assert vlm.source == "lp" and vlm.proposal == []
+    assert vlm.usage()["fallbacks"] == 1
+    entries = Transcript(tmp_path).entries()
+    assert [e["attempt"] for e in entries] == [0, 1, 2]
+    assert all("tasks" in e["error"] for e in entries)
+    assert "falling back" in logs.text
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_unknown_task_and_unknown_skill_are_reasked(
+    provider: Provider,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    provider.server.script(
+        provider.reply(proposal(["juggle the red block"])),
+        provider.reply(proposal(["stack the red block on the purple block"])),
+        provider.reply(proposal(GOOD_TASKS)),
+        provider.reply(json.dumps({"steps": ["wiggle the red one a bit"]})),
+        provider.reply(json.dumps({"skill": "juggle", "instruction": "juggle red"})),
+        provider.reply(json.dumps({"skill": "lift", "instruction": "pick up the red block"})),
+    )
+    vlm = curriculum(provider, tmp_path)
+    vlm.consult()
+    assert vlm.proposal == GOOD_TASKS and vlm.usage()["fallbacks"] == 0
+    plan = vlm.plan("pick up the red block", COLOURS)
+    (found,) = plan.retrievals
+    assert (found.method, found.instruction) == ("model", "pick up the red block")
+    assert plan.steps == ["pick up the red block"]
+    errors = [e["error"] for e in Transcript(tmp_path).entries() if e["error"]]
+    assert "cannot parse instruction 'juggle the red block'" in errors[0]
+    assert "not one of the context's tasks" in errors[1]
+    assert "unknown skill 'juggle'" in errors[2]
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_unmatched_step_is_reported_not_guessed(
+    provider: Provider,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    provider.server.script(
+        provider.reply(json.dumps({"steps": ["stack red on green", "do a backflip"]})),
+        provider.reply(json.dumps({"skill": None, "instruction": None, "reason": "no such skill"})),
+    )
+    vlm = curriculum(provider, tmp_path)
+    plan = vlm.plan("stack the red block on the green block", COLOURS)
+    assert [r.method for r in plan.retrievals] == ["parse", "unmatched"]
+    assert plan.unmatched == ["do a backflip"] and plan.steps is None
+    assert plan.to_dict()["unmatched"] == ["do a backflip"]
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_429_then_success_is_retried_and_used(
+    provider: Provider,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    provider.server.script(provider.error(429), provider.reply(proposal(GOOD_TASKS)))
+    vlm = curriculum(provider, tmp_path, retries=2)
+    assert vlm.consult() and vlm.proposal == GOOD_TASKS
+    assert len(provider.server.requests) == 2 and vlm.usage()["fallbacks"] == 0
+    (entry,) = Transcript(tmp_path).entries()
+    assert entry["error"] is None
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_500s_until_the_retry_limit_fall_back_to_lp(
+    provider: Provider,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    provider.server.script(*[provider.error(500)] * 3)
+    vlm = curriculum(provider, tmp_path, retries=2)
+    assert [vlm.propose() for _ in range(3)] == lp_choices(3)
+    assert len(provider.server.requests) == 3
+    assert vlm.usage()["fallbacks"] == 1 and vlm.usage()["calls"] == 0
+    (entry,) = Transcript(tmp_path).entries()
+    assert entry["raw_response"] is None and "500" in entry["error"]
+    # the next consultation (interval 5) asks again and recovers
+    provider.server.script(provider.reply(proposal(GOOD_TASKS)))
+    picks = [vlm.propose() for _ in range(3)]
+    assert picks[:2] == lp_choices(5)[3:] and picks[2] in GOOD_TASKS and vlm.source == "vlm"
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_timeout_falls_back_to_lp(
+    provider: Provider,
+    tmp_path: Path,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    slow = provider.reply(proposal(GOOD_TASKS))
+    slow.delay_s = 1.0
+    provider.server.script(slow)
+    vlm = curriculum(provider, tmp_path, timeout=0.3)
+    assert vlm.propose() == lp_choices(1)[0]
+    assert vlm.usage()["fallbacks"] == 1
+    (entry,) = Transcript(tmp_path).entries()
+    assert "Timeout" in entry["error"]
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
