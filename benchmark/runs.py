@@ -83,7 +83,7 @@ def online_record(
         run_id=run.run_id,
         protocol="online",
         curriculum=run.curriculum.name,
-        curriculum_label=run.curriculum.label,
+        curriculum_label=summary.get("curriculum_label", run.curriculum.label),
         learner=run.learner,
         env_id=run.env_id,
         env_version=env_version(run.env_id),
@@ -137,7 +137,7 @@ def _relative(path: Path, run_dir: Path) -> str:
 
 
 def run_collect(run: RunSpec, run_dir: Path) -> RunRecord:
-    """Run (or resume) the collect loop in `run_dir`; its record, under this run's id and label."""
+    """Run (or resume) the collect loop in `run_dir`; its record, under this run's id."""
     import torch
 
     from gameon.experimenter.loop import run_experiment
@@ -146,9 +146,7 @@ def run_collect(run: RunSpec, run_dir: Path) -> RunRecord:
     record = run_experiment(run_config(run), run_dir, progress=False)
     if isinstance(record, dict):
         record = RunRecord.model_validate(record)
-    return record.model_copy(
-        update={"run_id": run.run_id, "curriculum_label": run.curriculum.label}
-    )
+    return record.model_copy(update={"run_id": run.run_id})
 
 
 # -- run folders --------------------------------------------------------------------------------

@@ -1,0 +1,180 @@
+"""The benchmark matrix: presets, expansion into runs, and spec errors that name what is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gameon.benchmark.matrix import (
+    CURRICULA,
+    PRESETS,
+    RunSpec,
+    expand,
+    load_spec,
+    parse_spec,
+    resolve_vlm_backend,
+    run_config,
+)
+from gameon.benchmark.runner import write_matrix_file
+
+TINY = {
+    "name": "tiny",
+    "seeds": [0, 1],
+    "eval_episodes_per_skill": 1,
+    "curricula": ["fixed", "lp"],
+    "online": {
+        "learners": ["ppo"],
+        "env_ids": ["GameOn/Reach-v0"],
+        "budget": {"total_timesteps": 256},
+        "ppo": {"num_steps": 64},
+    },
+}
+
+
+def tiny(**changes) -> dict:
+    spec = json.loads(json.dumps(TINY))
+    for path, value in changes.items():
+        table = spec
+        *parents, key = path.split(".")
+        for parent in parents:
+            table = table[parent]
+        table[key] = value
+    return spec
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_presets_parse_and_expand_to_unique_ids(preset, monkeypatch):
+    for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    runs = expand(load_spec(preset, check=False))
+    ids = [run.run_id for run in runs]
+    assert len(ids) == len(set(ids)) > 0
+    assert all(run.curriculum.options.get("backend", "rules") == "rules" for run in runs)
+
+
+def test_smoke_covers_every_curriculum_and_both_protocols():
+    runs = expand(load_spec("smoke", check=False))
+    for protocol in ("online", "collect"):
+        assert {r.curriculum.name for r in runs if r.protocol == protocol} == set(CURRICULA)
+
+
+def test_paper_is_the_collect_comparison_on_tower():
+    runs = expand(load_spec("paper", check=False))
+    assert {r.protocol for r in runs} == {"collect"}
+    assert {r.env_id for r in runs} == {"GameOn/Tower-v0"}
+    assert {r.curriculum.name for r in runs} == set(CURRICULA)
+    assert {r.seed for r in runs} == {0, 1, 2, 3, 4}
+
+
+def test_smoke_configs_validate_with_the_learners_and_the_loop():
+    load_spec("smoke", check=True)
+
+
+def test_expansion_order_ids_and_settings():
+    runs = expand(parse_spec(tiny()))
+    assert [r.run_id for r in runs] == [
+        "online__Reach__fixed__ppo__s0",
+        "online__Reach__fixed__ppo__s1",
+        "online__Reach__lp__ppo__s0",
+        "online__Reach__lp__ppo__s1",
+    ]
+    args = run_config(runs[0])
+    assert (args.total_timesteps, args.num_steps, args.seed) == (256, 64, 0)
+    assert (args.eval_episodes_per_skill, args.torch_threads) == (1, 1)
+    assert RunSpec.from_dict(json.loads(json.dumps(runs[0].to_dict()))) == runs[0]
+
+
+def test_curriculum_options_slug_label_and_mapping():
+    spec = tiny(curricula=[{"name": "vlm", "backend": "rules"}])
+    spec["collect"] = {"learners": ["bc"], "env_ids": ["GameOn/Tower-v0"]}
+    runs = expand(parse_spec(spec))
+    collect = [r for r in runs if r.protocol == "collect"]
+    assert collect[0].run_id == "collect__Tower__vlm-rules__bc__s0"
+    assert collect[0].curriculum.label == "vlm[rules]"
+    assert run_config(collect[0]).vlm_backend == "rules"
+    assert run_config(runs[0]).curriculum == "vlm"
+
+
+def test_vlm_auto_backend_depends_on_the_key(monkeypatch):
+    for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    assert resolve_vlm_backend()[0] == "rules"
+    spec = parse_spec(tiny(curricula=[{"name": "vlm"}]))
+    assert expand(spec)[0].run_id == "online__Reach__vlm-rules__ppo__s0"
+    assert "rules" in spec.notes[0]
+    monkeypatch.setenv("GOOGLE_API_KEY", "not-a-real-key")
+    backend, reason = resolve_vlm_backend()
+    assert (backend, reason) == ("gemini", "GOOGLE_API_KEY is set")
+    assert "not-a-real-key" not in json.dumps([r.to_dict() for r in expand(parse_spec(tiny()))])
+
+
+def test_a_protocol_can_have_several_sections():
+    spec = tiny()
+    section = spec.pop("online")
+    spec["online"] = [section, {**section, "env_ids": ["GameOn/MultiSkill-v0"], "seeds": [7]}]
+    ids = [r.run_id for r in expand(parse_spec(spec))]
+    assert "online__MultiSkill__lp__ppo__s7" in ids and len(ids) == 6
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"budgets": 1}, "unknown key 'budgets' in the matrix spec; accepted keys: name"),
+        ({"online.learner": ["ppo"]}, "unknown key 'learner' in [online]; accepted keys: learners"),
+        ({"curricula": ["fixed", "random"]}, "unknown curriculum 'random' in curricula; accepted"),
+        ({"online.learners": ["bc"]}, "unknown learner 'bc' in [online] learners; accepted: ppo"),
+        ({"online.env_ids": ["GameOn/Fly-v0"]}, "unknown env_id 'GameOn/Fly-v0'"),
+        ({"online.budget": {"iterations": 2}}, "unknown key 'iterations' in [online] budget"),
+        ({"online.budget": {"eval_every": 10}}, "[online] budget needs total_timesteps"),
+        ({"online.budget.total_timesteps": -5}, "total_timesteps must be an integer >= 1"),
+        ({"online.settings": {"seed": 3}}, "may not set seed: the harness sets"),
+        ({"seeds": [0, 0]}, "lists a seed twice"),
+        ({"curricula": [{"name": "vlm", "backend": "gpt"}]}, "unknown vlm backend 'gpt'"),
+        ({"online.sac": {"batch_size": 8}}, "settings for sac but learners omit it"),
+        ({"eval_episodes_per_skill": 0}, "eval_episodes_per_skill must be an integer >= 1"),
+    ],
+)
+def test_spec_errors_name_the_key_and_the_accepted_values(changes, message):
+    with pytest.raises(ValueError) as error:
+        parse_spec(tiny(**changes))
+    assert message in str(error.value)
+
+
+def test_spec_without_protocols_is_refused():
+    spec = tiny()
+    del spec["online"]
+    with pytest.raises(ValueError, match=r"no protocol section; add \[online\]"):
+        parse_spec(spec)
+
+
+def test_checked_spec_refuses_unknown_settings_and_impossible_curricula(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        'seeds = [0]\ncurricula = ["fixed"]\n[online]\nlearners = ["ppo"]\n'
+        'env_ids = ["GameOn/Reach-v0"]\nbudget = { total_timesteps = 64 }\n'
+        "ppo = { learning_starts = 10 }\n"
+    )
+    with pytest.raises(ValueError, match="learning_starts is not a setting of ppo"):
+        load_spec(path)
+    path.write_text(path.read_text().replace('"fixed"', '"hand"').replace("ppo = {", "x = {"))
+    with pytest.raises(ValueError, match="unknown key 'x'"):
+        load_spec(path)
+    path.write_text(path.read_text().replace("x = { learning_starts = 10 }\n", ""))
+    with pytest.raises(ValueError, match="curriculum 'hand' cannot train on GameOn/Reach-v0"):
+        load_spec(path)
+
+
+def test_unknown_spec_names_the_presets():
+    with pytest.raises(ValueError, match="give a preset \\(smoke, paper, full\\) or a TOML file"):
+        load_spec("smok")
+
+
+def test_a_results_dir_refuses_another_matrix(tmp_path):
+    write_matrix_file(parse_spec(tiny()), tmp_path)
+    write_matrix_file(parse_spec(tiny()), tmp_path)  # the same spec resumes
+    with pytest.raises(ValueError, match="holds the results of another matrix"):
+        write_matrix_file(parse_spec(tiny(seeds=[0, 2])), tmp_path)
+    with pytest.raises(ValueError, match=r"other settings, e.g. .* \(budget\)"):
+        write_matrix_file(parse_spec(tiny(**{"online.budget.total_timesteps": 512})), tmp_path)
+    assert json.loads((tmp_path / "matrix.json").read_text())["name"] == "tiny"

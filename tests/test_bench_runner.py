@@ -1,0 +1,209 @@
+"""`gameon bench run` end to end with tiny budgets: records, resume after a kill, retries, Ray."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gameon.benchmark.commands import main
+from gameon.benchmark.records import RECORD_FILE, load_record
+
+ONLINE = """
+name = "{name}"
+seeds = {seeds}
+eval_episodes_per_skill = 1
+curricula = ["fixed"]
+
+[online]
+learners = ["ppo"]
+env_ids = ["GameOn/Reach-v0"]
+budget = {{ total_timesteps = 256, eval_every = 128, num_envs = 2 }}
+ppo = {{ num_steps = 64, num_minibatches = 4, update_epochs = 1 }}
+"""
+COLLECT = """
+name = "collect"
+seeds = [0]
+eval_episodes_per_skill = 1
+curricula = ["lp"]
+
+[collect]
+learners = ["bc"]
+env_ids = ["GameOn/Reach-v0"]
+budget = { iterations = 2, episodes_per_iteration = 1, seed_episodes = 2, num_updates = 20 }
+settings = { practice_env_id = "GameOn/Reach-v0", auto_stop = false }
+"""
+
+
+def spec_file(tmp_path: Path, text: str = ONLINE, name: str = "tiny", seeds=(0, 1)) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text.format(name=name, seeds=list(seeds)))
+    return path
+
+
+def command(spec: Path, results: Path, *options: str) -> list[str]:
+    return ["bench", "run", str(spec), "--results", str(results), "--no-report", *options]
+
+
+def records(results: Path) -> dict[str, Path]:
+    return {p.parent.name: p for p in sorted(results.glob(f"*/{RECORD_FILE}"))}
+
+
+def test_online_matrix_writes_valid_records(tmp_path, capsys):
+    results = tmp_path / "results"
+    assert main(command(spec_file(tmp_path), results, "--workers", "2")) == 0
+    found = records(results)
+    assert sorted(found) == ["online__Reach__fixed__ppo__s0", "online__Reach__fixed__ppo__s1"]
+    for run_id, path in found.items():
+        record = load_record(path)
+        assert (record.run_id, record.protocol, record.learner) == (run_id, "online", "ppo")
+        assert [p.step for p in record.curve] == [128, 256]
+        assert record.env_steps == 256 and record.curve_unit == "env_steps"
+        assert len(record.evaluation.episodes) == 1 and record.evaluation.episodes_per_skill == 1
+        assert (path.parent / record.checkpoint).is_file()
+        assert "final success" in (path.parent / "run.log").read_text()
+    matrix = json.loads((results / "matrix.json").read_text())
+    assert [r["run_id"] for r in matrix["runs"]] == sorted(found)
+    out = capsys.readouterr().out
+    assert "2 runs done now" in out and "gameon bench report" not in out
+
+    before = {run_id: path.stat().st_mtime_ns for run_id, path in found.items()}
+    assert main(command(spec_file(tmp_path), results)) == 0
+    assert "2 finished before" in capsys.readouterr().out
+    assert {run_id: path.stat().st_mtime_ns for run_id, path in found.items()} == before
+
+
+def test_a_different_spec_in_the_same_results_dir_is_refused(tmp_path, capsys):
+    results = tmp_path / "results"
+    assert main(command(spec_file(tmp_path), results, "--only", "nothing-matches")) == 2
+    assert "no run id of matrix 'tiny' contains 'nothing-matches'" in capsys.readouterr().err
+    results.mkdir()
+    (results / "matrix.json").write_text(json.dumps({"format": "gameon-matrix-v1", "runs": []}))
+    assert main(command(spec_file(tmp_path), results)) == 2
+    assert "holds the results of another matrix" in capsys.readouterr().err
+
+
+def wait_for(condition, timeout: float, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, "the matrix ended before it could be killed"
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.1)
+
+
+def start_matrix(args: list[str], log: Path, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gameon.benchmark.commands", *args],
+        stdout=open(log, "w"),  # noqa: SIM115  (closed with the process)
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, **env},
+    )
+
+
+def test_killed_matrix_loses_nothing_and_resumes(tmp_path, capsys):
+    results = tmp_path / "results"
+    args = command(spec_file(tmp_path, seeds=(0, 1, 2)), results, "--workers", "1")
+    process = start_matrix(args, tmp_path / "first.log")
+    try:
+        wait_for(lambda: len(records(results)) >= 1, 120, process)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    first = records(results)
+    assert first, "no record before the kill"
+    for path in results.glob("*/*record*"):
+        if path.name == RECORD_FILE:
+            load_record(path)  # every record.json is whole and valid
+        else:
+            assert path.name.startswith(".") and path.name.endswith(".tmp")
+    finished = {run_id: (p.stat().st_mtime_ns, p.read_bytes()) for run_id, p in first.items()}
+
+    assert main(command(spec_file(tmp_path, seeds=(0, 1, 2)), results, "--workers", "2")) == 0
+    assert f"{len(first)} finished before" in capsys.readouterr().out
+    after = records(results)
+    assert len(after) == 3
+    for run_id, (mtime, content) in finished.items():
+        assert (after[run_id].stat().st_mtime_ns, after[run_id].read_bytes()) == (mtime, content)
+
+
+def test_killed_collect_run_resumes_from_its_committed_iteration(tmp_path):
+    results = tmp_path / "results"
+    run_dir = results / "collect__Reach__lp__bc__s0"
+    spec = tmp_path / "collect.toml"
+    spec.write_text(COLLECT)
+    args = command(spec, results)
+    process = start_matrix(args, tmp_path / "first.log")
+    try:
+        wait_for(lambda: (run_dir / "state.json").is_file(), 120, process)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    committed = json.loads((run_dir / "state.json").read_text())["history"]
+    assert main(args) == 0
+    state = json.loads((run_dir / "state.json").read_text())
+    assert [h["iteration"] for h in state["history"]] == [0, 1, 2]
+    assert state["history"][: len(committed)] == committed
+    record = load_record(run_dir)
+    assert (record.run_id, record.curve_unit, len(record.curve)) == (run_dir.name, "iterations", 3)
+
+
+def test_failed_run_is_retried_then_recorded_as_an_error(tmp_path, monkeypatch, capsys):
+    results = tmp_path / "results"
+    spec = spec_file(tmp_path)
+    monkeypatch.setenv("GAMEON_BENCH_FAULT", "raise:__s1")
+    assert main(command(spec, results, "--retries", "0")) == 1
+    failed = results / "online__Reach__fixed__ppo__s1"
+    assert "injected failure" in (failed / "error.txt").read_text()
+    assert not (failed / RECORD_FILE).exists()
+    assert sorted(records(results)) == ["online__Reach__fixed__ppo__s0"]
+    assert "1 failed" in capsys.readouterr().out
+
+    monkeypatch.setenv("GAMEON_BENCH_FAULT", "crash:__s1")
+    assert main(command(spec, results, "--retries", "1")) == 0
+    out = capsys.readouterr().out
+    assert "retrying online__Reach__fixed__ppo__s1: worker process killed by SIGKILL" in out
+    assert load_record(failed).run_id == failed.name
+    assert not (failed / "error.txt").exists()
+    assert "(attempt 2)" in (failed / "run.log").read_text()
+
+
+def namespace_problem() -> str | None:
+    """Why the Ray test cannot run here, or None."""
+    if importlib.util.find_spec("ray") is None:
+        return "ray is not installed (pip install 'gameon-rl[ray]')"
+    if shutil.which("unshare") is None:
+        return "no unshare command to make a private network namespace"
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"unshare -n is not permitted here: {probe.stderr.strip()}"
+    return None
+
+
+@pytest.mark.skipif(namespace_problem() is not None, reason=str(namespace_problem()))
+def test_ray_runner_on_a_local_cluster_in_a_private_network_namespace(tmp_path):
+    results = tmp_path / "results"
+    args = " ".join(command(spec_file(tmp_path), results, "--runner", "ray", "--workers", "2"))
+    script = f"ip link set lo up && {sys.executable} -m gameon.benchmark.commands {args}"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "local Ray cluster (127.0.0.1), 2 CPUs" in done.stdout
+    found = records(results)
+    assert sorted(found) == ["online__Reach__fixed__ppo__s0", "online__Reach__fixed__ppo__s1"]
+    for path in found.values():
+        load_record(path)
