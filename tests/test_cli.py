@@ -114,7 +114,8 @@ def test_experiment_vlm_gemini_without_key_says_what_is_missing(
         monkeypatch.delenv(name, raising=False)
     run_dir = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
-        main(["experiment", "--curriculum", "vlm", "--backend", "gemini", "--run-dir", str(run_dir)])
+        args = ["--curriculum", "vlm", "--backend", "gemini", "--run-dir", str(run_dir)]
+        main(["experiment", *args])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1

@@ -201,7 +201,9 @@ def test_mastered_target_stops_the_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"curriculum": "vlm"}, "not available yet"),
+        ({"curriculum": "vlm", "vlm_backend": "nope"}, "unknown VLM backend 'nope'"),
+        ({"curriculum": "vlm", "vlm_backend": "replay"}, "needs a transcript"),
+        ({"vlm_model": "gpt-4o-mini"}, "only read by the vlm curriculum"),
         ({"curriculum": "nope"}, "fixed, hand, lp"),
         ({"learner": "ppo"}, "bc, iql"),
         ({"env_id": "GameOn/Tower-v0", "practice_env_id": "GameOn/Reach-v0"}, "MultiSkill"),

@@ -1,0 +1,162 @@
+"""The collect loop with the vlm curriculum: a rules run, its replay, plans, analysis, skills."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("minari")
+pytest.importorskip("matplotlib")
+
+from gameon.benchmark.records import RunRecord, load_record  # noqa: E402
+from gameon.experimenter.curriculum import task_set  # noqa: E402
+from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
+from gameon.experimenter.skills import LearnedExecutor, ScriptedExecutor, default_library  # noqa: E402
+from gameon.experimenter.vlm import RulesBackend, Transcript  # noqa: E402
+from gameon.experimenter.vlm.collect import (  # noqa: E402
+    PlannedEmbodiment,
+    add_verified_skill,
+    analyse_and_promote,
+    plan_tasks,
+)
+from gameon.experimenter.vlm_curriculum import VLMCurriculum  # noqa: E402
+
+MULTI = "GameOn/MultiSkill-v0"
+TINY_VLM = LoopConfig(
+    env_id="GameOn/Reach-v0",
+    practice_env_id=MULTI,
+    curriculum="vlm",
+    vlm_backend="rules",
+    iterations=2,
+    episodes_per_iteration=3,
+    seed_episodes=3,
+    num_updates=200,
+    eval_episodes_per_skill=1,
+    auto_stop=False,
+)
+VOLATILE = {"run_id", "created", "wall_seconds", "steps_per_second", "curriculum_label"}
+
+
+@pytest.fixture(scope="module")
+def rules_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunRecord]:
+    run_dir = tmp_path_factory.mktemp("vlm_rules")
+    return run_dir, run_experiment(TINY_VLM, run_dir, progress=False)
+
+
+def decisions(run_dir: Path) -> list[dict]:
+    """What the experimenter decided per iteration: tasks, proposals, plans, verdicts, skills."""
+    state = json.loads((run_dir / "state.json").read_text())
+    return [
+        {"tasks": h["tasks"], "plans": h["plans"], "vlm": h.get("vlm"), "executors": h["executors"]}
+        for h in state["history"]
+    ]
+
+
+def comparable(record: RunRecord) -> dict:
+    """A record without what differs between a run and its replay: time, ids, backend names."""
+    data = record.model_dump(mode="json", exclude=VOLATILE)
+    data["vlm"] = {k: v for k, v in data["vlm"].items() if k not in ("backend", "model")}
+    config = data["extra"]["config"]
+    for key in ("vlm_backend", "vlm_replay"):
+        config.pop(key)
+    return data
+
+
+def test_rules_run_is_labelled_and_records_its_vlm_usage(rules_run: tuple[Path, RunRecord]) -> None:
+    run_dir, record = rules_run
+    assert record.curriculum == "vlm" and record.curriculum_label == "vlm[rules]"
+    assert load_record(run_dir / "record.json") == record
+    entries = Transcript(run_dir).entries()
+    modules = [e["module"] for e in entries]
+    assert record.vlm.backend == "rules" and record.vlm.calls == len(entries)
+    assert record.vlm.cost_usd == 0.0 and record.vlm.fallbacks == 0
+    # each of the 2 iterations: propose, a decompose per distinct task, analyse, add_skill
+    assert modules.count("propose") == 2 and modules.count("analyse") == 2
+    assert modules.count("add_skill") == 2 and modules.count("decompose") >= 2
+    propose = next(e for e in entries if e["module"] == "propose")
+    (digest,) = propose["images"]  # the front camera's view of the scene
+    assert (run_dir / "images" / f"{digest}.png").read_bytes()[:4] == b"\x89PNG"
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["vlm"] == record.vlm.model_dump()
+    for h in state["history"][1:]:
+        report = h["vlm"]
+        assert report["source"] == "vlm" and set(h["tasks"]) <= set(report["proposal"])
+        assert set(report["analysis"]) == set(state["curves"])
+        assert all(plan["used"] and not plan["unmatched"] for plan in report["plans"])
+        planned = {plan["task"]: plan["steps"] for plan in report["plans"]}
+        assert [planned[task] for task in h["tasks"]] == h["plans"]
+
+
+def test_replay_reproduces_the_decisions_and_the_record(
+    rules_run: tuple[Path, RunRecord], tmp_path: Path
+) -> None:
+    run_dir, record = rules_run
+    config = replace(TINY_VLM, vlm_backend="replay", vlm_replay=str(run_dir / "transcript.jsonl"))
+    replayed = run_experiment(config, tmp_path, progress=False)
+    assert replayed.curriculum_label == "vlm[replay]"
+    assert decisions(tmp_path) == decisions(run_dir)
+    assert comparable(replayed) == comparable(record)
+    assert [e["parsed"] for e in Transcript(tmp_path).entries()] == [
+        e["parsed"] for e in Transcript(run_dir).entries()
+    ]
+
+
+def test_gemini_without_a_key_is_refused_naming_the_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="GEMINI_API_KEY.*GOOGLE_API_KEY"):
+        run_experiment(replace(TINY_VLM, vlm_backend="gemini"), tmp_path / "run", False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_analysis_promotes_only_converged_skills() -> None:
+    library = default_library(noise=0.1)
+    library.replace_executor("lift", LearnedExecutor("old.pt"))
+    vlm = VLMCurriculum(task_set(MULTI), RulesBackend(), interval=None)
+    curves = {"reach": [0.9, 1.0, 1.0], "lift": [0.2, 0.6, 0.9], "push": [0.85]}
+    rates = {skill: values[-1] for skill, values in curves.items()} | {"stack": 0.1}
+    statuses = analyse_and_promote(vlm, library, curves, rates, "new.pt", 0.8, 0.1)
+    assert statuses == {"reach": "converged", "lift": "converged", "push": "improving"}
+    assert library.get("reach").executor == LearnedExecutor("new.pt")
+    assert library.get("lift").executor == LearnedExecutor("new.pt")
+    assert library.get("push").executor == ScriptedExecutor(0.1)  # high, not yet converged
+    assert library.get("stack").executor == ScriptedExecutor(0.1)
+
+
+def test_stalled_skills_are_sampled_less() -> None:
+    vlm = VLMCurriculum(task_set(MULTI), RulesBackend(), seed=0, interval=None, stalled_weight=0.1)
+    vlm.proposal, vlm.source, vlm.consults = (
+        ["pick up the red block", "push the red block to the left"],
+        "vlm",
+        1,
+    )
+    vlm.statuses = {"lift": "stalled"}
+    picks = [vlm.propose() for _ in range(200)]
+    assert picks.count("pick up the red block") < 40
+
+
+def test_plans_run_and_a_verified_macro_joins_the_library(tmp_path: Path) -> None:
+    library = default_library()
+    vlm = VLMCurriculum(
+        task_set(MULTI), RulesBackend(Transcript(tmp_path)), library=library, interval=None
+    )
+    with PlannedEmbodiment(MULTI, library) as embodiment:
+        tower = "build a tower of red, green and blue from the bottom up"
+        (report,) = plan_tasks(vlm, embodiment, [tower, tower])
+        assert report["used"] and report["methods"] == ["parse", "parse"]
+        assert embodiment.plans[tower] == report["steps"]
+        assert [str(s) for s in embodiment.plan(tower)] == report["steps"]
+        assert add_verified_skill(vlm, embodiment, [1, 2], 0.5) is None  # stack not yet reliable
+        vlm.curves = {"stack": [0.5, 0.9]}
+        added = add_verified_skill(vlm, embodiment, [1, 2], 0.5)
+    assert added["skill"]["name"] == "tower_of_stacks" and added["trials"] == 2
+    assert added["added"] and added["successes"] == 2 and added["env_steps"] > 0
+    assert library.get("tower_of_stacks").is_macro and vlm.rejected == []
+    modules = [e["module"] for e in Transcript(tmp_path).entries()]
+    assert modules == ["decompose", "add_skill", "add_skill"]
