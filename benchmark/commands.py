@@ -15,7 +15,7 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import tyro
 
@@ -33,7 +33,7 @@ COMMANDS = {
 class BenchRun:
     """Run a benchmark matrix (a preset or a TOML spec); rerun the same command to resume."""
 
-    spec: tyro.conf.Positional[str] = DEFAULT_PRESET
+    spec: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="SPEC")] = DEFAULT_PRESET
     """a preset (smoke, paper, full) or the path of a matrix spec in TOML"""
     results: Path | None = None
     """results directory; default runs/bench/{spec name}"""
@@ -56,7 +56,7 @@ class BenchRun:
 class BenchReport:
     """Aggregate the run records of a results directory into a table, a JSON summary and plots."""
 
-    results_dir: tyro.conf.Positional[Path]
+    results_dir: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="DIR")]
     """the results directory of `gameon bench run`"""
     out: Path | None = None
     """where the report goes; default the report module's choice (inside the results directory)"""
@@ -66,7 +66,7 @@ class BenchReport:
 class LeaderboardSubmit:
     """Validate run records (files or run folders) and add the accepted ones to the leaderboard."""
 
-    runs: tyro.conf.Positional[list[Path]]
+    runs: Annotated[list[Path], tyro.conf.Positional, tyro.conf.arg(metavar="RUNS")]
     """record.json files or run folders"""
     board: Path = Path("results")
     """the folder of leaderboard.json and LEADERBOARD.md"""
@@ -106,6 +106,8 @@ def bench_run(command: BenchRun) -> int:
     report_ok = True
     if command.report:
         report_ok = _report_after_run(results, console)
+    else:
+        console.print(f"table and plots: gameon bench report {results}")
     return 0 if outcome.ok and report_ok else 1
 
 
@@ -114,6 +116,7 @@ def _report_after_run(results: Path, console) -> bool:
     if importlib.util.find_spec("gameon.benchmark.report") is None:
         console.print(f"table and plots: {command} (the report module is not installed yet)")
         return True
+    console.print(f"writing the table and plots ({command})")
     try:
         status = bench_report(BenchReport(results))
     except Exception as error:  # noqa: BLE001  (the runs are safe; say why the report is not)
@@ -131,8 +134,7 @@ def bench_report(command: BenchReport) -> int:
     paths = write_report(command.results_dir, command.out)
     print(f"table: {paths.markdown}")
     print(f"summary: {paths.json}")
-    plots = list(paths.plots) if isinstance(paths.plots, list | tuple) else [paths.plots]
-    for plot in plots:
+    for plot in paths.plots:
         print(f"plot: {plot}")
     return 0
 
