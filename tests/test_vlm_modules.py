@@ -1,0 +1,154 @@
+"""Prompts in files, the rules backend's answers, the backend factory, prices, state and replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gameon.benchmark.records import VLMUsage
+from gameon.experimenter.curriculum import NO_VLM_USAGE, make_curriculum, task_set, vlm_usage
+from gameon.experimenter.vlm import (
+    ReplayBackend,
+    RulesBackend,
+    Transcript,
+    Usage,
+    cost_usd,
+    make_backend,
+    modules,
+)
+from gameon.experimenter.vlm.prompts import MODULES, PROMPTS_DIR, extract_context, render_prompt
+from gameon.experimenter.vlm.rules_backend import verdict
+from gameon.experimenter.vlm_curriculum import VLMCurriculum
+
+TASKS = task_set("GameOn/MultiSkill-v0")
+
+
+def test_every_module_has_a_prompt_file_with_a_json_context() -> None:
+    assert sorted(p.stem for p in PROMPTS_DIR.glob("*.md")) == sorted(MODULES)
+    fields = {
+        "propose": {"n": 2, "library": "L"},
+        "decompose": {"task": "T", "library": "L"},
+        "retrieve": {"step": "S", "library": "L"},
+        "analyse": {"table": "|t|", "converged_level": 0.8},
+        "add_skill": {"library": "L"},
+    }
+    context = {"a": [1, {"b": "{0} and {1}"}]}
+    for module in MODULES:
+        prompt = render_prompt(module, context, **fields[module])
+        assert extract_context(prompt) == context and "$" not in prompt
+    assert "{0}, {1} and {2}" in render_prompt("add_skill", {}, library="L")  # braces are safe
+    with pytest.raises(ValueError, match="needs the field 'n'"):
+        render_prompt("propose", context, library="L")
+    with pytest.raises(ValueError, match="accepted: propose, decompose"):
+        render_prompt("plan", context)
+
+
+def test_rules_propose_follows_prerequisites_progress_and_stalls() -> None:
+    library = make_curriculum("vlm", TASKS).library
+    fresh = modules.propose_tasks(RulesBackend(), TASKS, {}, {}, library, 3)
+    assert [t.split()[0] for t in fresh.tasks] == ["move"] * 3  # reach has no prerequisite
+    skills = {"reach": {"success": 1.0}, "lift": {"success": 0.3}}
+    after = modules.propose_tasks(RulesBackend(), TASKS, {}, skills, library, 3)
+    assert all(t.startswith(("pick up", "push")) for t in after.tasks)
+    stalled = {**skills, "lift": {"success": 0.3, "status": "stalled"}}
+    tasks = {"push the red block to the left": {"attempts": 4, "successes": 1}}
+    chosen = modules.propose_tasks(RulesBackend(), TASKS, tasks, stalled, library, 3).tasks
+    assert chosen[0] == "push the red block to the left"
+    assert not any(t.startswith("pick up") for t in chosen)
+
+
+def test_rules_verdicts_from_slope_and_level() -> None:
+    assert verdict([0.5], 0.8, 3, 0.05) == "improving"
+    assert verdict([0.2, 0.5, 0.9], 0.8, 3, 0.05) == "converged"
+    assert verdict([0.9, 0.95, 0.9], 0.8, 3, 0.05) == "converged"
+    assert verdict([0.0, 0.2, 0.5], 0.8, 3, 0.05) == "improving"
+    assert verdict([0.3, 0.3, 0.3], 0.8, 3, 0.05) == "stalled"
+    assert verdict([0.6, 0.4, 0.2], 0.8, 3, 0.05) == "stalled"
+    assert verdict([0.3, 0.3], 0.8, 3, 0.05) == "improving"
+
+
+def test_retrieve_parses_then_matches_text_then_reports_unmatched() -> None:
+    library = make_curriculum("vlm", TASKS).library
+    colours = ("red", "green", "blue")
+    assert modules.retrieve(None, "stack red on blue", library, colours).method == "parse"
+    close = modules.retrieve(None, "pick up the red blocks", library, colours)
+    assert (close.method, close.instruction) == ("similarity", "pick up the red block")
+    lost = modules.retrieve(None, "juggle", library, colours)
+    assert lost.method == "unmatched" and lost.instruction is None
+    assert modules.retrieve(None, "pick up the purple block", library, colours).method != "parse"
+
+
+def test_make_backend_names_what_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="accepted: rules, gemini, openai, replay"):
+        make_backend("claude")
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="GEMINI_API_KEY.*GOOGLE_API_KEY"):
+        make_backend("gemini")
+    with pytest.raises(ValueError, match="needs a transcript"):
+        make_backend("replay")
+    with pytest.raises(ValueError, match="no transcript to replay"):
+        make_backend("replay", replay_path=tmp_path)
+    with pytest.raises(ValueError, match="takes no model"):
+        make_backend("rules", model="x")
+    monkeypatch.delenv("MY_KEY", raising=False)
+    with pytest.raises(ValueError, match="MY_KEY"):
+        make_backend("openai", base_url="https://example.invalid/v1", api_key_env="MY_KEY")
+    local = make_backend("openai", "llava", base_url="http://localhost:11434/v1")
+    assert (local.name, local.model) == ("openai", "llava")
+
+
+def test_costs_are_estimates_and_zero_without_a_priced_model() -> None:
+    usage = Usage(1_000_000, 100_000)
+    assert cost_usd("gemini", "gemini-2.5-flash", usage) == pytest.approx(0.30 + 0.25)
+    assert cost_usd("rules", "rules-v1", usage) == 0.0
+    assert cost_usd("replay", "gemini-2.5-flash", usage) == 0.0
+    assert cost_usd("openai", "my-local-llava", usage) == 0.0
+
+
+def test_usage_has_the_record_fields_and_zeros_without_a_model() -> None:
+    vlm = make_curriculum("vlm", TASKS)
+    assert set(vlm.usage()) == set(VLMUsage.model_fields) == set(NO_VLM_USAGE)
+    assert VLMUsage(**vlm.usage()).backend == "rules"
+    assert vlm_usage(make_curriculum("lp", TASKS)) == VLMUsage().model_dump()
+
+
+def test_state_dict_resumes_the_same_proposals() -> None:
+    def run(vlm: VLMCurriculum, n: int) -> list[str]:
+        picks = []
+        for i in range(n):
+            picks.append(vlm.propose())
+            vlm.update(picks[-1], i % 3 == 0, 0.0)
+        return picks
+
+    through = make_curriculum("vlm", TASKS, 1, interval=4)
+    first = run(through, 10)
+    resumed = make_curriculum("vlm", TASKS, 1, interval=4)
+    run(resumed, 10)
+    state = json.loads(json.dumps(resumed.state_dict()))
+    again = make_curriculum("vlm", TASKS, 1, interval=4)
+    again.load_state_dict(state)
+    assert first and run(again, 10) == run(through, 10)
+    assert again.usage() == through.usage()
+    with pytest.raises(ValueError, match="'lp'"):
+        again.load_state_dict(make_curriculum("lp", TASKS).state_dict())
+
+
+def test_replay_answers_in_module_order_when_an_image_differs(tmp_path: Path) -> None:
+    library = make_curriculum("vlm", TASKS).library
+    recorded = modules.propose_tasks(
+        RulesBackend(Transcript(tmp_path / "run")),
+        TASKS,
+        {},
+        {},
+        library,
+        2,
+        np.zeros((4, 4, 3), np.uint8),
+    )
+    replay = ReplayBackend(tmp_path / "run")
+    other_image = np.full((4, 4, 3), 9, np.uint8)
+    again = modules.propose_tasks(replay, TASKS, {}, {}, library, 2, other_image)
+    assert again == recorded and replay.order_matches == 1
