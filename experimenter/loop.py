@@ -14,6 +14,15 @@ evaluates the policy per skill. Every later iteration:
 5. the policy is evaluated per skill on the evaluation env's shared suite, the skills that pass
    `promote_threshold` switch to the new policy, the curves grow.
 
+With the `vlm` curriculum (`vlm_backend`: rules | gemini | openai | replay) the model is consulted
+once per iteration (`experimenter/vlm/collect.py`): it proposes the tasks from an image of the
+iteration's first scene and the success history, decomposes each into library skills (the
+embodiment runs those plans), and after retraining analyses the per-skill curves: a skill is
+promoted only once its curve is judged converged, stalled skills are sampled less, and a macro
+skill it proposes joins the library after the oracle verifies it on seeded trials. Every call is
+in `transcript.jsonl`; the committed state carries the usage (`state["vlm"]`, the keys of
+`benchmark.records.VLMUsage`) and the label (`state["curriculum_label"]`, e.g. "vlm[rules]").
+
 The run stops after `iterations` iterations, or as soon as every skill of the target env reaches
 `stop_threshold` in an evaluation. Everything random derives from (`seed`, iteration): the same
 seed gives the same run, whether it ran through or was killed and resumed.
@@ -25,6 +34,7 @@ Files in the run folder:
   iteration k (only the latest committed one is kept);
 - `policies/iter_{k}/`: the learner's checkpoint, logs and evaluation of iteration k;
 - `record.json` (the run record) and `curves.png` (per-skill success per iteration).
+- vlm only: `transcript.jsonl` and `images/` (every model call, keys scrubbed).
 
 Resume and "nothing lost, nothing twice": the dataset of iteration k is a copy of iteration k-1's
 plus the new episodes, in its own root `datasets/iter_{k}`. The state names the root it committed,
