@@ -6,6 +6,11 @@ the shared suite, so aggregates can be recomputed rather than trusted), how it l
 evaluated success), what it cost (wall time, env steps, VLM calls and tokens) and, for the
 collect protocol, what it practised (counts of skills and objects in the collected data).
 
+Two invariants let a reader check a record against itself (the leaderboard rejects a record that
+breaks them as tampered): the last curve point is the final evaluation (its success rate and
+per-skill rates are those of `evaluation.episodes`), and `collected.episodes` is the sum of the
+per-skill counts.
+
 Records are written atomically (`write_record`) and read back validated (`load_record`), so a
 reader never sees half a record and a malformed one is refused with the reason.
 """
