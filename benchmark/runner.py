@@ -144,18 +144,21 @@ def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str |
 
 
 @contextlib.contextmanager
-def results_lock(results_dir: Path) -> Iterator[None]:
-    """Hold the results directory for this invocation; ValueError if another one holds it."""
+def results_lock(results_dir: Path) -> Iterator[int]:
+    """Hold the results directory for this invocation; ValueError if another one holds it.
+
+    Yields the lock's file descriptor: local workers inherit it, so workers orphaned by a killed
+    matrix keep the directory locked until they end, and a rerun cannot clean a folder under them.
+    """
     results_dir.mkdir(parents=True, exist_ok=True)
     with open(results_dir / LOCK_FILE, "a") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ValueError(f"another `gameon bench run` is using {results_dir}") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            raise ValueError(
+                f"another `gameon bench run` (or a worker it left running) is using {results_dir}"
+            ) from None
+        yield handle.fileno()
 
 
 # -- worker processes ---------------------------------------------------------------------------
@@ -177,7 +180,9 @@ def worker_environment(attempt: int, fault: str | None = None) -> dict[str, str]
     return env
 
 
-def start_worker(run_dir: Path, attempt: int, fault: str | None = None) -> subprocess.Popen:
+def start_worker(
+    run_dir: Path, attempt: int, fault: str | None = None, lock_fd: int | None = None
+) -> subprocess.Popen:
     """Start `python -m gameon.benchmark.runs RUN_DIR`, its output appended to run.log."""
     with open(Path(run_dir) / LOG_FILE, "ab") as log:
         return subprocess.Popen(
@@ -186,6 +191,7 @@ def start_worker(run_dir: Path, attempt: int, fault: str | None = None) -> subpr
             stdout=log,
             stderr=subprocess.STDOUT,
             env=worker_environment(attempt, fault),
+            pass_fds=() if lock_fd is None else (lock_fd,),
         )
 
 
@@ -203,12 +209,13 @@ def run_worker(run_dir: str, attempt: int, fault: str | None = None) -> int:
 class LocalLauncher:
     """Runs each attempt as a child process of this one."""
 
-    def __init__(self, workers: int | None) -> None:
+    def __init__(self, workers: int | None, lock_fd: int | None = None) -> None:
         self.workers = workers or os.cpu_count() or 1
+        self.lock_fd = lock_fd
         self.description = f"local process pool, {self.workers} workers"
 
     def start(self, run_dir: Path, attempt: int) -> subprocess.Popen:
-        return start_worker(run_dir, attempt)
+        return start_worker(run_dir, attempt, lock_fd=self.lock_fd)
 
     def poll(self, handle: subprocess.Popen) -> tuple[int, str] | None:
         """None while running, else (exit status, what happened if it was not a clean exit)."""
@@ -276,11 +283,13 @@ class RayLauncher:
         self.ray.shutdown()
 
 
-def make_launcher(options: RunnerOptions) -> LocalLauncher | RayLauncher:
+def make_launcher(
+    options: RunnerOptions, lock_fd: int | None = None
+) -> LocalLauncher | RayLauncher:
     """The launcher of the chosen runner."""
     if options.runner == "ray":
         return RayLauncher(options.workers, options.ray_address)
-    return LocalLauncher(options.workers)
+    return LocalLauncher(options.workers, lock_fd)
 
 
 # -- the scheduler ------------------------------------------------------------------------------
@@ -342,7 +351,7 @@ def run_matrix(
     results_dir = Path(results_dir)
     runs = select_runs(spec, options.only)
     outcome = MatrixResult(results_dir)
-    with results_lock(results_dir):
+    with results_lock(results_dir) as lock_fd:
         write_matrix_file(spec, results_dir)
         todo = []
         for run in runs:
@@ -363,7 +372,7 @@ def run_matrix(
         if finished:
             console.print(f"{finished} runs already finished in {results_dir}: skipped")
         if todo:
-            _schedule(todo, results_dir, options, console, outcome)
+            _schedule(todo, results_dir, options, console, outcome, lock_fd)
     return outcome
 
 
@@ -373,10 +382,11 @@ def _schedule(
     options: RunnerOptions,
     console: Any,
     outcome: MatrixResult,
+    lock_fd: int,
 ) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    launcher = make_launcher(options)
+    launcher = make_launcher(options, lock_fd)
     console.print(f"running {len(todo)} runs on the {launcher.description}")
     pending: deque[tuple[RunSpec, int, list[str]]] = deque((run, 1, []) for run in todo)
     active: list[_Active] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -16,6 +17,7 @@ import pytest
 
 from gameon.benchmark.commands import main
 from gameon.benchmark.records import RECORD_FILE, load_record
+from gameon.benchmark.runner import results_lock
 
 ONLINE = """
 name = "{name}"
@@ -73,7 +75,7 @@ def test_online_matrix_writes_valid_records(tmp_path, capsys):
     matrix = json.loads((results / "matrix.json").read_text())
     assert [r["run_id"] for r in matrix["runs"]] == sorted(found)
     out = capsys.readouterr().out
-    assert "2 runs done now" in out and "gameon bench report" not in out
+    assert "2 runs done now" in out and "gameon bench report" in out
 
     before = {run_id: path.stat().st_mtime_ns for run_id, path in found.items()}
     assert main(command(spec_file(tmp_path), results)) == 0
@@ -109,15 +111,42 @@ def start_matrix(args: list[str], log: Path, **env: str) -> subprocess.Popen:
     )
 
 
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_for_lock(results: Path, timeout: float = 30) -> None:
+    """Until the killed workers have exited and released the results directory."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with results_lock(results):
+                return
+        except ValueError:
+            assert time.monotonic() < deadline, "the killed workers still hold the results"
+            time.sleep(0.1)
+
+
 def test_killed_matrix_loses_nothing_and_resumes(tmp_path, capsys):
     results = tmp_path / "results"
     args = command(spec_file(tmp_path, seeds=(0, 1, 2)), results, "--workers", "1")
     process = start_matrix(args, tmp_path / "first.log")
     try:
         wait_for(lambda: len(records(results)) >= 1, 120, process)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.kill(process.pid, signal.SIGKILL)  # the matrix only: its running worker lives on
         process.wait()
+        if group_alive(process.pid):
+            with pytest.raises(ValueError, match="or a worker it left running"):  # noqa: SIM117
+                with results_lock(results):
+                    pass
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    wait_for_lock(results)
     first = records(results)
     assert first, "no record before the kill"
     for path in results.glob("*/*record*"):
@@ -147,6 +176,7 @@ def test_killed_collect_run_resumes_from_its_committed_iteration(tmp_path):
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    wait_for_lock(results)
     committed = json.loads((run_dir / "state.json").read_text())["history"]
     assert main(args) == 0
     state = json.loads((run_dir / "state.json").read_text())
