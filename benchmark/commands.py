@@ -84,9 +84,9 @@ def bench_run(command: BenchRun) -> int:
     console = Console()
     spec = load_spec(command.spec)
     results = command.results or DEFAULT_RESULTS_ROOT / spec.name
-    console.print(f"matrix {spec.name!r}: {spec.description or command.spec}")
+    console.print(f"matrix {spec.name!r}: {spec.description or command.spec}", markup=False)
     for note in spec.notes:
-        console.print(note)
+        console.print(note, markup=False)
     options = RunnerOptions(
         runner=command.runner,
         workers=command.workers,
@@ -99,28 +99,38 @@ def bench_run(command: BenchRun) -> int:
         f"{outcome.count('done')} runs done now, {outcome.count('skipped')} finished before, "
         f"{outcome.count('failed')} failed, {outcome.count('unavailable')} not available yet"
     )
-    console.print(f"records: {results}/<run_id>/record.json (matrix: {results}/matrix.json)")
+    console.print(
+        f"records: {results}/<run_id>/record.json (matrix: {results}/matrix.json)", markup=False
+    )
     for result in outcome.results:
         if result.status == "failed":
-            console.print(f"  failed: {result.run_id} (see {results / result.run_id}/error.txt)")
+            console.print(
+                f"  failed: {result.run_id} (see {results / result.run_id}/error.txt)", markup=False
+            )
     report_ok = True
     if command.report:
         report_ok = _report_after_run(results, console)
     else:
-        console.print(f"table and plots: gameon bench report {results}")
+        console.print(f"table and plots: gameon bench report {results}", markup=False)
     return 0 if outcome.ok and report_ok else 1
 
 
 def _report_after_run(results: Path, console) -> bool:
+    from rich.markup import escape
+
     command = f"gameon bench report {results}"
     if importlib.util.find_spec("gameon.benchmark.report") is None:
-        console.print(f"table and plots: {command} (the report module is not installed yet)")
+        console.print(
+            f"table and plots: {command} (the report module is not installed yet)", markup=False
+        )
         return True
-    console.print(f"writing the table and plots ({command})")
+    console.print(f"writing the table and plots ({command})", markup=False)
     try:
         status = bench_report(BenchReport(results))
     except Exception as error:  # noqa: BLE001  (the runs are safe; say why the report is not)
-        console.print(f"[red]the report failed[/red]: {error}; retry with: {command}")
+        console.print(
+            f"[red]the report failed[/red]: {escape(str(error))}; retry with: {escape(command)}"
+        )
         return False
     return status == 0
 

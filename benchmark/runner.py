@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from rich.markup import escape
+
 from gameon.benchmark.matrix import MatrixSpec, RunSpec, curriculum_available, expand, spec_dict
 from gameon.benchmark.runs import (
     ATTEMPT_VARIABLE,
@@ -366,11 +368,13 @@ def run_matrix(
         if unavailable:
             console.print(
                 f"[yellow]skipping {len(unavailable)} runs[/yellow] "
-                f"(e.g. {unavailable[0].run_id}): {unavailable[0].error}"
+                f"(e.g. {unavailable[0].run_id}): {escape(str(unavailable[0].error))}"
             )
         finished = outcome.count("skipped")
         if finished:
-            console.print(f"{finished} runs already finished in {results_dir}: skipped")
+            console.print(
+                f"{finished} runs already finished in {results_dir}: skipped", markup=False
+            )
         if todo:
             _schedule(todo, results_dir, options, console, outcome, lock_fd)
     return outcome
@@ -387,7 +391,7 @@ def _schedule(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     launcher = make_launcher(options, lock_fd)
-    console.print(f"running {len(todo)} runs on the {launcher.description}")
+    console.print(f"running {len(todo)} runs on the {launcher.description}", markup=False)
     pending: deque[tuple[RunSpec, int, list[str]]] = deque((run, 1, []) for run in todo)
     active: list[_Active] = []
     columns = (
@@ -449,13 +453,15 @@ def _finish(
     message = failure_message(run_dir, status, note)
     errors = [*item.errors, f"attempt {item.attempt}: {message}"]
     if item.attempt <= options.retries:
-        console.print(f"[yellow]retrying[/yellow] {item.run.run_id}: {_first_line(message)}")
+        console.print(
+            f"[yellow]retrying[/yellow] {item.run.run_id}: {escape(_first_line(message))}"
+        )
         pending.appendleft((item.run, item.attempt + 1, errors))
         return None
     write_error(run_dir, "\n\n".join(errors))
     console.print(
         f"[red]failed[/red] {item.run.run_id} after {item.attempt} attempts: "
-        f"{_first_line(message)} (see {run_dir / ERROR_FILE})"
+        f"{escape(_first_line(message))} (see {escape(str(run_dir / ERROR_FILE))})"
     )
     return RunResult(item.run.run_id, "failed", item.attempt, seconds, "\n\n".join(errors))
 
