@@ -618,9 +618,13 @@ def plot_curves(state: dict, path: Path) -> None:
 
 
 def write_outputs(config: LoopConfig, run_dir: Path, state: dict) -> RunRecord:
-    """Write record.json and curves.png from the committed state; return the record."""
+    """Plot curves.png from the committed state; once the run is finished, write record.json.
+
+    An unfinished run has no record, so a report or the leaderboard never counts half a run.
+    """
     record = run_record(config, state, run_dir)
-    write_record(run_dir / RECORD_FILE, record)
+    if finished(config, state):
+        write_record(run_dir / RECORD_FILE, record)
     plot_curves(state, run_dir / "curves.png")
     return record
 
@@ -654,6 +658,8 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
     run_dir.mkdir(parents=True, exist_ok=True)
     state = load_state(run_dir, config)
     remove_uncommitted(run_dir, state)
+    if not finished(config, state):  # a record of fewer iterations than now asked for
+        (run_dir / RECORD_FILE).unlink(missing_ok=True)
     curriculum = make_loop_curriculum(config, run_dir)
     if state is None:
         library = default_library(noise=config.seed_noise)

@@ -24,6 +24,10 @@ FRAMES_AFTER_SUCCESS = 10
 EXAMPLE_COLOURS = ("red", "green", "blue")
 
 
+HARNESS_COMMANDS = ("bench", "leaderboard")
+"""Subcommands of the benchmark harness (`gameon.benchmark.commands`), e.g. `gameon bench run`."""
+
+
 class UsageError(Exception):
     """A bad option value: reported in one line, exit code 2."""
 
@@ -218,11 +222,19 @@ def experiment(args: Experiment) -> RunRecord:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `gameon` command."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in HARNESS_COMMANDS:
+        from gameon.benchmark.commands import main as harness_main
+
+        raise SystemExit(harness_main(arguments))
     args = tyro.extras.subcommand_cli_from_dict(
         {"envs": Envs, "demo": Demo, "experiment": Experiment},
         prog="gameon",
-        description="GameOn-RL: language-goal MuJoCo block stacking.",
-        args=argv,
+        description=(
+            "GameOn-RL: language-goal MuJoCo block stacking. The benchmark harness: "
+            "`gameon bench run|report` and `gameon leaderboard submit` (see `gameon bench --help`)."
+        ),
+        args=arguments,
     )
     try:
         if isinstance(args, Envs):

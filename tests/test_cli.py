@@ -152,3 +152,13 @@ def test_experiment_runs_and_prints_where_its_files_are(
         main([*args, "--seed", "1"])
     assert exit_info.value.code == 2
     assert "another config" in capsys.readouterr().err
+
+
+def test_gameon_routes_bench_and_leaderboard_to_the_harness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["leaderboard", "submit", str(tmp_path / "missing"), "--board", str(tmp_path)])
+    assert exit_info.value.code == 1
+    assert "no run record at" in capsys.readouterr().out
+    assert not (tmp_path / "leaderboard.json").exists()
