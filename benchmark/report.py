@@ -106,9 +106,12 @@ def summarise_group(
     per_skill = {
         skill: iqm([r.evaluation.per_skill().get(skill, 0.0) for r in records]) for skill in skills
     }
-    improvement = None
+    suite_scores = [r.evaluation.success_rate() for r in records]
+    improvement = suite_improvement = None
     if baseline:
         improvement = probability_of_improvement([scores], [target_success(baseline)]).to_dict()
+        suite_baseline = [r.evaluation.success_rate() for r in baseline]
+        suite_improvement = probability_of_improvement([suite_scores], [suite_baseline]).to_dict()
     return {
         "protocol": first.protocol,
         "curriculum": first.curriculum,
@@ -121,8 +124,11 @@ def summarise_group(
         "target_success": iqm_ci([scores]).to_dict(),
         "target_success_mean": float(np.mean(scores)),
         "target_success_per_run": scores,
+        "suite_success": iqm_ci([suite_scores]).to_dict(),
+        "suite_success_per_run": suite_scores,
         "per_skill_iqm": per_skill,
         "improvement_over_fixed": improvement,
+        "suite_improvement_over_fixed": suite_improvement,
         "diversity": diversity(records),
         "vlm": vlm_usage(records),
         "wall_seconds_mean": float(np.mean([r.wall_seconds for r in records])),
@@ -249,7 +255,9 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
 METHOD = (
     "Target success is each run's final success rate over the evaluation episodes of its target "
-    "skills, recomputed from the per-episode outcomes. Runs are aggregated over seeds with the "
+    "skills, recomputed from the per-episode outcomes; all-skills success is the same over every "
+    "episode of the evaluation suite (for the collect protocol, every skill of the practice env). "
+    "Runs are aggregated over seeds with the "
     "interquartile mean (IQM, scipy trim_mean 0.25) and a 95% stratified-bootstrap percentile "
     "interval (2000 resamples, seed 0). P(> fixed) is the probability that a run of the "
     "curriculum beats a run of `fixed` (ties count one half), with its bootstrap interval. "
@@ -292,6 +300,7 @@ def render_markdown(summary: dict) -> str:
         "seeds",
         "target success IQM [95% CI]",
         "mean",
+        "all-skills IQM [95% CI]",
         "per-skill IQM",
         "P(> fixed) [95% CI]",
         "entropy skills / objects",
@@ -341,6 +350,7 @@ def _group_row(group: dict) -> list[object]:
         f"{len(group['seeds'])} ({', '.join(str(s) for s in group['seeds'])})",
         _interval(group["target_success"]),
         f"{group['target_success_mean']:.2f}",
+        _interval(group["suite_success"]),
         per_skill,
         _interval(group["improvement_over_fixed"]),
         entropy,
