@@ -29,7 +29,7 @@ import gameon
 from gameon.benchmark.evaluation import EvalReport, evaluate, evaluation_suite
 from gameon.envs.language import COLOURS, MAX_TOWER, SKILLS, parse
 from gameon.envs.world import PROPRIO_SIZE, state_size
-from gameon.experimenter.curriculum import Curriculum, save_curriculum
+from gameon.experimenter.curriculum import Curriculum, curriculum_for_env, save_curriculum
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -347,3 +347,30 @@ def record_videos(policy: Policy, env_id: str, run_dir: Path) -> list[str]:
         evaluate(policy, env_id, suite=[task], video=path)
         paths.append(str(path))
     return paths
+
+
+def make_training_curriculum(args: Any, run_dir: Path | None = None) -> Curriculum:
+    """An online learner's curriculum from its Args (ppo and sac share the fields); a ValueError
+    says why it cannot train there.
+
+    vlm: its transcript goes to run_dir/transcript.jsonl (none while run_dir is None).
+    """
+    seed = args.seed if args.curriculum_seed is None else args.curriculum_seed
+    vlm_options = None
+    if args.curriculum == "vlm":
+        vlm_options = {
+            "backend": args.vlm_backend,
+            "model": args.vlm_model,
+            "base_url": args.vlm_base_url,
+            "replay_path": args.vlm_replay,
+            "transcript": run_dir,
+            "interval": args.vlm_interval,
+        }
+    return curriculum_for_env(
+        args.env_id,
+        args.curriculum,
+        seed,
+        hand_path=args.hand_curriculum,
+        targets_only=args.curriculum_tasks == "targets",
+        vlm_options=vlm_options,
+    )

@@ -57,6 +57,7 @@ from gameon.baselines.common import (
     evaluate_and_save,
     flat_observation,
     flat_size,
+    make_training_curriculum,
     seed_everything,
 )
 from gameon.benchmark.evaluation import EvalReport
@@ -64,7 +65,6 @@ from gameon.experimenter.curriculum import (
     CURRICULA,
     Curriculum,
     curriculum_brief,
-    curriculum_for_env,
     curriculum_label,
     curriculum_scalars,
     make_curriculum,
@@ -331,32 +331,6 @@ def terminates_on_success(args: Args) -> bool:
     if args.terminate_on_success is None:
         return args.reward_mode == "sparse"
     return args.terminate_on_success
-
-
-def make_training_curriculum(args: Args, run_dir: Path | None = None) -> Curriculum:
-    """The run's curriculum over the env's tasks; a ValueError says why it cannot train there.
-
-    vlm: its transcript goes to run_dir/transcript.jsonl (none while run_dir is None).
-    """
-    seed = args.seed if args.curriculum_seed is None else args.curriculum_seed
-    vlm_options = None
-    if args.curriculum == "vlm":
-        vlm_options = {
-            "backend": args.vlm_backend,
-            "model": args.vlm_model,
-            "base_url": args.vlm_base_url,
-            "replay_path": args.vlm_replay,
-            "transcript": run_dir,
-            "interval": args.vlm_interval,
-        }
-    return curriculum_for_env(
-        args.env_id,
-        args.curriculum,
-        seed,
-        hand_path=args.hand_curriculum,
-        targets_only=args.curriculum_tasks == "targets",
-        vlm_options=vlm_options,
-    )
 
 
 def make_envs(args: Args, curriculum: Curriculum) -> gym.vector.VectorEnv:

@@ -18,14 +18,13 @@ reader never sees half a record and a malformed one is refused with the reason.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gameon.benchmark.atomic import atomic_write
 from gameon.envs import ENV_SKILLS
 from gameon.envs.language import SKILLS, parse
 
@@ -174,20 +173,8 @@ def env_version(env_id: str) -> int:
 
 
 def write_record(path: str | Path, record: RunRecord) -> Path:
-    """Write a record atomically and durably: a synced temporary file, then a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as file:
-            file.write(record.model_dump_json(indent=1) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write a record atomically and durably (a synced temporary file, then a rename)."""
+    return atomic_write(path, record.model_dump_json(indent=1) + "\n")
 
 
 def parse_record(data: str | bytes | dict, source: str = "record") -> RunRecord:

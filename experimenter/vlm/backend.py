@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -16,6 +15,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
+
+from gameon.benchmark.atomic import atomic_write
 
 T = TypeVar("T", bound=BaseModel)
 ImageLike = bytes | np.ndarray
@@ -132,17 +133,7 @@ class Transcript:
         target = self.images_dir / f"{digest}.png"
         if target.exists():
             return digest
-        self.images_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.images_dir, prefix=".tmp-", suffix=".png")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(png)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(target, png)
         return digest
 
     def append(self, entry: dict[str, Any]) -> None:

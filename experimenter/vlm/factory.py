@@ -95,16 +95,3 @@ def cost_usd(backend: str, model: str | None, usage: Usage) -> float:
         return 0.0
     total = usage.prompt_tokens * price["prompt"] + usage.completion_tokens * price["completion"]
     return round(total / 1e6, 6)
-
-
-def zero_usage() -> dict[str, object]:
-    """The usage dict of a run without a VLM (the keys of benchmark.records.VLMUsage)."""
-    return {
-        "backend": None,
-        "model": None,
-        "calls": 0,
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "cost_usd": 0.0,
-        "fallbacks": 0,
-    }
