@@ -137,6 +137,7 @@ def test_report_of_a_directory_with_valid_invalid_and_missing_records(tmp_path) 
     assert rules["per_skill_iqm"] == {"reach": pytest.approx(0.75)}
     assert fixed["suite_success_per_run"] == fixed["target_success_per_run"]  # Reach: one skill
     assert rules["suite_success"]["value"] == pytest.approx(0.75)
+    assert rules["suite_improvement_over_fixed"] == rules["improvement_over_fixed"]
     assert rules["diversity"]["skills_entropy"] == pytest.approx(math.log(2) / math.log(7))
     assert rules["diversity"]["objects_entropy"] == 0.0
     assert rules["vlm"]["per_run"]["calls"] == 6 and rules["vlm"]["total"]["calls"] == 18
