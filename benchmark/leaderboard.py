@@ -103,6 +103,8 @@ class BoardEntry(_Strict):
     ci_low: float
     ci_high: float
     mean: float
+    suite_iqm: float
+    """IQM of all-skills success (every episode of the suite), shown beside the ranked target"""
     per_skill_iqm: dict[str, float]
     verified: bool
     runs: list[BoardRun]
@@ -460,6 +462,7 @@ def _entry(
         ci_low=estimate.low,
         ci_high=estimate.high,
         mean=sum(scores) / len(scores),
+        suite_iqm=iqm([r.evaluation.success_rate() for r in records]),
         per_skill_iqm={
             s: iqm([r.evaluation.per_skill().get(s, 0.0) for r in records]) for s in skills
         },
@@ -476,16 +479,22 @@ def render_markdown(board: Board) -> str:
         "Generated from `leaderboard.json` by `gameon leaderboard submit`; do not edit by hand.",
         "Target success is recomputed from each run's evaluation episodes on the shared suite and",
         "aggregated over seeds: interquartile mean (IQM) with a 95% stratified-bootstrap interval.",
+        "Entries rank by target-success IQM, then mean, within each (protocol, env); equal scores",
+        "share a rank. All-skills IQM (every episode of the suite) is shown, not ranked.",
         "",
         "| rank | protocol | env | curriculum | learner | seeds | IQM [95% CI] | mean | "
-        "eval episodes/skill | verified | submitted | commit | entry |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "all-skills IQM | eval episodes/skill | verified | submitted | commit | entry |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     ordered = sorted(board.entries, key=lambda e: (e.protocol, e.env_id, -e.iqm, -e.mean, e.id))
     rank, previous = 0, None
-    for entry in ordered:
-        rank = rank + 1 if (entry.protocol, entry.env_id) == previous else 1
-        previous = (entry.protocol, entry.env_id)
+    for position, entry in enumerate(ordered):
+        group, score = (entry.protocol, entry.env_id), (entry.iqm, entry.mean)
+        if previous is None or previous[0] != group:
+            first_in_group = position
+        if previous is None or previous != (group, score):
+            rank = position - first_in_group + 1
+        previous = (group, score)
         commits = sorted({run.git_commit[:7] for run in entry.runs})
         cells = [
             rank,
@@ -496,6 +505,7 @@ def render_markdown(board: Board) -> str:
             len(entry.seeds),
             f"{entry.iqm:.2f} [{entry.ci_low:.2f}, {entry.ci_high:.2f}]",
             f"{entry.mean:.2f}",
+            f"{entry.suite_iqm:.2f}",
             entry.episodes_per_skill,
             "yes" if entry.verified else "no",
             entry.submitted[:10],

@@ -199,3 +199,13 @@ def test_concurrent_submissions_both_land(tmp_path) -> None:
     entries = read_board(tmp_path / "board").entries
     assert sorted(e.curriculum_label for e in entries) == ["fixed", "lp"]
     assert len({e.id for e in entries}) == 2
+
+
+def test_equal_scores_share_a_rank(board, tmp_path) -> None:
+    hand = [list(reversed(outcomes)) for outcomes in FIXED]  # same success counts as fixed
+    assert submit(_runs(tmp_path / "hand", hand, "hand"), board).accepted
+    assert submit(_runs(tmp_path / "lp", LP, "lp"), board).accepted
+    table = (board / "LEADERBOARD.md").read_text().splitlines()
+    ranks = {line.split(" | ")[3]: line.split(" | ")[0] for line in table if "| collect |" in line}
+    assert ranks == {"lp": "| 1", "fixed": "| 2", "hand": "| 2"}
+    assert all(entry.suite_iqm == entry.iqm for entry in read_board(board).entries)
