@@ -410,6 +410,7 @@ def write_plots(records: Sequence[RunRecord], out: Path) -> list[Path]:
 
 def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -> Path:
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
     unit = "env steps"
@@ -418,24 +419,37 @@ def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -
         unit = "iterations" if runs[0].curve_unit == "iterations" else "env steps"
         axes.plot(steps, value, marker="o", markersize=3, label=f"{label} ({len(runs)} seeds)")
         axes.fill_between(steps, low, high, alpha=0.2)
-    axes.set(title=title, xlabel=unit, ylabel="evaluated success (IQM, 95% CI)", ylim=(-0.02, 1.02))
+    ylabel = "all-skills success (IQM, 95% CI)"
+    axes.set(title=title, xlabel=unit, ylabel=ylabel, ylim=(-0.02, 1.02))
+    if unit == "iterations":
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.legend(fontsize="small")
     axes.grid(alpha=0.3)
     return _save(figure, path)
 
 
 def _plot_final(by_label: dict[str, list[RunRecord]], title: str, path: Path) -> Path:
+    """Bars of final target and all-skills success per curriculum, with 95% CI whiskers."""
     import matplotlib.pyplot as plt
 
     labels = list(by_label)
-    estimates: list[Estimate] = [iqm_ci([target_success(by_label[k])]) for k in labels]
-    values = np.array([e.value for e in estimates])
-    errors = np.array([[e.value - e.low for e in estimates], [e.high - e.value for e in estimates]])
-    figure, axes = plt.subplots(figsize=(1.2 * len(labels) + 2.5, 4.0))
-    colours = [f"C{i}" for i in range(len(labels))]
-    axes.bar(range(len(labels)), values, yerr=errors, capsize=4, color=colours, alpha=0.8)
+    measures = {
+        "target skills": lambda runs: target_success(runs),
+        "all skills": lambda runs: [r.evaluation.success_rate() for r in runs],
+    }
+    figure, axes = plt.subplots(figsize=(1.4 * len(labels) + 2.5, 4.0))
+    width = 0.38
+    for offset, (name, scores) in zip((-width / 2, width / 2), measures.items(), strict=True):
+        estimates: list[Estimate] = [iqm_ci([scores(by_label[k])]) for k in labels]
+        values = np.array([e.value for e in estimates])
+        errors = np.array(
+            [[e.value - e.low for e in estimates], [e.high - e.value for e in estimates]]
+        )
+        positions = np.arange(len(labels)) + offset
+        axes.bar(positions, values, width, yerr=errors, capsize=4, alpha=0.8, label=name)
     axes.set_xticks(range(len(labels)), [f"{k}\n({len(by_label[k])} seeds)" for k in labels])
-    axes.set(title=title, ylabel="final target success (IQM, 95% CI)", ylim=(0, 1.05))
+    axes.set(title=title, ylabel="final success (IQM, 95% CI)", ylim=(0, 1.05))
+    axes.legend(fontsize="small")
     axes.grid(axis="y", alpha=0.3)
     return _save(figure, path)
 
