@@ -1,9 +1,11 @@
-"""Print the README's generated Markdown tables: environments and success-oracle thresholds.
+"""Print the README's generated Markdown tables: environments, oracle thresholds, leaderboard.
 
 Run: python scripts/readme_tables.py   (tests/test_cli.py checks that README.md holds them)
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from gameon.cli import examples
 from gameon.envs import ENV_SKILLS, oracle
@@ -35,7 +37,15 @@ def thresholds_table() -> list[str]:
     return lines
 
 
+def leaderboard_table() -> list[str]:
+    """Markdown rows of the published leaderboard, as results/LEADERBOARD.md holds them."""
+    board = Path(__file__).resolve().parents[1] / "results" / "LEADERBOARD.md"
+    return [line for line in board.read_text().splitlines() if line.startswith("|")]
+
+
 if __name__ == "__main__":
     print("\n".join(envs_table()))
     print()
     print("\n".join(thresholds_table()))
+    print()
+    print("\n".join(leaderboard_table()))
