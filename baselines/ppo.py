@@ -14,8 +14,7 @@ pays almost 1 per step, so an episode cut off at success (1, then nothing) would
 than hovering just outside success for the rest of the episode. Evaluation always ends there.
 
 Every training episode's instruction comes from one curriculum (`--curriculum fixed|hand|lp|vlm`,
-see
-`gameon.experimenter.curriculum`) living in this process: the vector env is built with
+see `gameon.experimenter.curriculum`) living in this process: the vector env is built with
 `make_curriculum_vec_env`, which proposes each episode's instruction (sync and async alike) and
 reports how it went exactly once. The default, `fixed`, is uniform over the env's instructions;
 before curricula the env sampled a skill uniformly and then an instruction of it, so on a
