@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,80 @@ def test_plans_run_and_a_verified_macro_joins_the_library(tmp_path: Path) -> Non
     assert library.get("tower_of_stacks").is_macro and vlm.rejected == []
     modules = [e["module"] for e in Transcript(tmp_path).entries()]
     assert modules == ["decompose", "add_skill", "add_skill"]
+
+
+class RulesSpeakingGemini:
+    """A local server that speaks Gemini's generateContent wire format and answers each prompt
+    with the rules backend, so a gemini run must make the rules run's decisions."""
+
+    TITLES = {
+        "# Task proposal": "propose",
+        "# Task decomposition": "decompose",
+        "# Skill retrieval": "retrieve",
+        "# Training analysis": "analyse",
+        "# Skill addition": "add_skill",
+    }
+
+    def __init__(self) -> None:
+        rules = RulesBackend()
+        paths: list[str] = []
+        self.paths = paths
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                paths.append(self.path)
+                request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                parts = request["contents"][-1]["parts"]
+                prompt = "\n".join(part["text"] for part in parts if "text" in part)
+                module = RulesSpeakingGemini.TITLES[prompt.splitlines()[0].strip()]
+                schema = request["generationConfig"]["responseJsonSchema"]
+                answer, _ = rules._complete_request(prompt, [], schema, "", module)
+                body = json.dumps(
+                    {
+                        "candidates": [{"content": {"role": "model", "parts": [{"text": answer}]}}],
+                        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_gemini_backend_runs_the_same_loop_when_a_key_is_present(
+    rules_run: tuple[Path, RunRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "AIza-test-key-never-written-0123456789"
+    monkeypatch.setenv("GEMINI_API_KEY", key)
+    for name in ("GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"):
+        monkeypatch.delenv(name, raising=False)
+    server = RulesSpeakingGemini()
+    try:
+        config = replace(TINY_VLM, vlm_backend="gemini", vlm_base_url=server.url)
+        record = run_experiment(config, tmp_path, progress=False)
+    finally:
+        server.close()
+    run_dir, rules_record = rules_run
+    assert record.curriculum_label == "vlm[gemini]" and record.vlm.model == "gemini-2.5-flash"
+    assert all(":generateContent" in path for path in server.paths)
+    assert [d["tasks"] for d in decisions(tmp_path)] == [d["tasks"] for d in decisions(run_dir)]
+    assert [d["plans"] for d in decisions(tmp_path)] == [d["plans"] for d in decisions(run_dir)]
+    assert record.vlm.calls == rules_record.vlm.calls == len(server.paths)
+    assert record.vlm.prompt_tokens == 100 * record.vlm.calls
+    assert record.vlm.completion_tokens == 20 * record.vlm.calls
+    assert record.vlm.cost_usd > 0 and record.vlm.fallbacks == 0
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or key.encode() not in path.read_bytes(), path
