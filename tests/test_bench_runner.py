@@ -237,3 +237,29 @@ def test_ray_runner_on_a_local_cluster_in_a_private_network_namespace(tmp_path):
     assert sorted(found) == ["online__Reach__fixed__ppo__s0", "online__Reach__fixed__ppo__s1"]
     for path in found.values():
         load_record(path)
+
+
+def test_the_smoke_preset_runs_end_to_end_through_gameon(tmp_path, monkeypatch):
+    """The README's main command: every curriculum under both protocols, records, report."""
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    results = tmp_path / "smoke"
+    process = subprocess.run(
+        [sys.executable, "-m", "gameon.cli", "bench", "run", "--results", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
+    assert "rules" in process.stdout and "vlm[rules]" in process.stdout
+    found = {run_id: load_record(path) for run_id, path in records(results).items()}
+    assert len(found) == 16
+    labels = {(r.protocol, r.learner, r.curriculum_label) for r in found.values()}
+    for protocol, learners in (("online", ("ppo", "sac")), ("collect", ("bc", "iql"))):
+        for learner in learners:
+            for label in ("fixed", "hand", "lp", "vlm[rules]"):
+                assert (protocol, learner, label) in labels
+    assert all(r.vlm.calls > 0 for r in found.values() if r.curriculum == "vlm")
+    report = (results / "report.md").read_text()
+    assert report.count("| vlm[rules] |") == 4
+    assert str(results / "report.md") in process.stdout
