@@ -29,7 +29,13 @@ import gameon
 from gameon.benchmark.evaluation import EvalReport, evaluate, evaluation_suite
 from gameon.envs.language import COLOURS, MAX_TOWER, SKILLS, parse
 from gameon.envs.world import PROPRIO_SIZE, state_size
-from gameon.experimenter.curriculum import Curriculum, curriculum_for_env, save_curriculum
+from gameon.experimenter.curriculum import (
+    CURRICULA,
+    Curriculum,
+    curriculum_for_env,
+    make_curriculum,
+    save_curriculum,
+)
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -374,3 +380,29 @@ def make_training_curriculum(args: Any, run_dir: Path | None = None) -> Curricul
         targets_only=args.curriculum_tasks == "targets",
         vlm_options=vlm_options,
     )
+
+
+CURRICULUM_TASKS = ("all", "targets")
+"""What an online curriculum's tasks are: every instruction the env accepts, or its targets'."""
+
+
+def check_curriculum_args(args: Any) -> None:
+    """Reject curriculum settings of an online learner's Args that cannot work together."""
+    if args.curriculum not in CURRICULA:
+        make_curriculum(args.curriculum)  # raises, naming the accepted ones
+    if args.curriculum_tasks not in CURRICULUM_TASKS:
+        raise ValueError(
+            f"unknown curriculum_tasks {args.curriculum_tasks!r}; accepted: all, targets"
+        )
+    vlm_only = (args.vlm_model, args.vlm_base_url, args.vlm_replay)
+    if args.curriculum != "vlm" and any(value is not None for value in vlm_only):
+        raise ValueError(
+            f"vlm_model, vlm_base_url and vlm_replay are only read by the vlm curriculum, "
+            f"not {args.curriculum!r}"
+        )
+    if args.vlm_interval < 1:
+        raise ValueError(f"vlm_interval must be >= 1 episodes, got {args.vlm_interval}")
+    if args.hand_curriculum is not None and args.curriculum != "hand":
+        raise ValueError(
+            f"hand_curriculum is only read by the hand curriculum, not {args.curriculum!r}"
+        )

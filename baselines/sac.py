@@ -52,6 +52,7 @@ from gameon.baselines.common import (
     Normalizer,
     Policy,
     SkillTally,
+    check_curriculum_args,
     check_env_id,
     default_run_dir,
     evaluate_and_save,
@@ -62,12 +63,10 @@ from gameon.baselines.common import (
 )
 from gameon.benchmark.evaluation import EvalReport
 from gameon.experimenter.curriculum import (
-    CURRICULA,
     Curriculum,
     curriculum_brief,
     curriculum_label,
     curriculum_scalars,
-    make_curriculum,
     vlm_usage,
 )
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
@@ -75,7 +74,6 @@ from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 ALGO = "sac"
 REWARD_MODES = ("sparse", "dense")
 VECTORIZATIONS = ("sync", "async")
-CURRICULUM_TASKS = ("all", "targets")
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 LOG_2PI = math.log(2 * math.pi)
 
@@ -178,24 +176,7 @@ def check_args(args: Args) -> None:
         raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
     if args.vectorization not in VECTORIZATIONS:
         raise ValueError(f"unknown vectorization {args.vectorization!r}; accepted: sync, async")
-    if args.curriculum not in CURRICULA:
-        make_curriculum(args.curriculum)  # raises, naming the accepted ones
-    if args.curriculum_tasks not in CURRICULUM_TASKS:
-        raise ValueError(
-            f"unknown curriculum_tasks {args.curriculum_tasks!r}; accepted: all, targets"
-        )
-    vlm_only = (args.vlm_model, args.vlm_base_url, args.vlm_replay)
-    if args.curriculum != "vlm" and any(value is not None for value in vlm_only):
-        raise ValueError(
-            f"vlm_model, vlm_base_url and vlm_replay are only read by the vlm curriculum, "
-            f"not {args.curriculum!r}"
-        )
-    if args.vlm_interval < 1:
-        raise ValueError(f"vlm_interval must be >= 1 episodes, got {args.vlm_interval}")
-    if args.hand_curriculum is not None and args.curriculum != "hand":
-        raise ValueError(
-            f"hand_curriculum is only read by the hand curriculum, not {args.curriculum!r}"
-        )
+    check_curriculum_args(args)
     if args.max_episode_steps is not None and args.max_episode_steps < 1:
         raise ValueError(f"max_episode_steps must be >= 1, got {args.max_episode_steps}")
     positive = (

@@ -200,7 +200,10 @@ class Embodiment:
 
     def plan(self, task: str | Instruction) -> list[Instruction]:
         """The sub-instructions a task runs as, checked to have executors and to fit the limit."""
-        steps = self.library.decompose(task, atomic=self.atomic)
+        return self.check_plan(task, self.library.decompose(task, atomic=self.atomic))
+
+    def check_plan(self, task: str | Instruction, steps: list[Instruction]) -> list[Instruction]:
+        """Return a task's steps once each has an executor and their budgets fit the limit."""
         for step in steps:
             self.library.executor_for(step)
         total = sum(self.budgets[step.skill] for step in steps)

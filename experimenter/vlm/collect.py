@@ -43,15 +43,7 @@ class PlannedEmbodiment(Embodiment):
         if planned is None:
             return super().plan(task)
         steps = [part for step in planned for part in self.library.decompose(step, self.atomic)]
-        for step in steps:
-            self.library.executor_for(step)
-        total = sum(self.budgets[step.skill] for step in steps)
-        if total > self.max_episode_steps:
-            raise ValueError(
-                f"the plan of {as_instruction(task)} may take {total} steps, more than "
-                f"max_episode_steps={self.max_episode_steps}"
-            )
-        return steps
+        return self.check_plan(task, steps)
 
 
 def plan_tasks(
