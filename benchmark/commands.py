@@ -97,7 +97,7 @@ def bench_run(command: BenchRun) -> int:
     outcome = run_matrix(spec, results, options, console)
     console.print(
         f"{outcome.count('done')} runs done now, {outcome.count('skipped')} finished before, "
-        f"{outcome.count('failed')} failed, {outcome.count('unavailable')} not available yet"
+        f"{outcome.count('failed')} failed"
     )
     console.print(
         f"records: {results}/<run_id>/record.json (matrix: {results}/matrix.json)", markup=False

@@ -425,20 +425,6 @@ def spec_dict(spec: MatrixSpec) -> dict[str, Any]:
 # -- configs the runs will use ----------------------------------------------------------------
 
 
-def curriculum_available(name: str) -> str | None:
-    """None if the curriculum can be built in this checkout, else the reason it cannot."""
-    from gameon.experimenter.curriculum import CURRICULA as BUILT
-    from gameon.experimenter.curriculum import make_curriculum
-
-    if name in BUILT:
-        return None
-    try:
-        make_curriculum(name)
-    except ValueError as error:
-        return str(error)
-    return None
-
-
 def config_class(protocol: str, learner: str) -> type:
     """The dataclass a run's settings fill: the learner's Args (online) or LoopConfig (collect)."""
     if protocol == "online":
@@ -508,7 +494,7 @@ def check_spec(spec: MatrixSpec) -> None:
     seen = set()
     for run in expand(spec):
         key = (run.protocol, run.env_id, run.curriculum.slug, run.learner)
-        if key in seen or curriculum_available(run.curriculum.name) is not None:
+        if key in seen:
             continue
         seen.add(key)
         try:

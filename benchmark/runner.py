@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from rich.markup import escape
 
-from gameon.benchmark.matrix import MatrixSpec, RunSpec, curriculum_available, expand, spec_dict
+from gameon.benchmark.matrix import MatrixSpec, RunSpec, expand, spec_dict
 from gameon.benchmark.runs import (
     ATTEMPT_VARIABLE,
     ERROR_FILE,
@@ -79,8 +79,8 @@ class RunResult:
     """How one run of the matrix ended in this invocation."""
 
     run_id: str
-    status: Literal["done", "skipped", "failed", "unavailable"]
-    """done: ran now; skipped: finished before; failed: see error; unavailable: not built yet"""
+    status: Literal["done", "skipped", "failed"]
+    """done: ran now; skipped: finished before; failed: see error"""
     attempts: int = 0
     seconds: float = 0.0
     error: str | None = None
@@ -98,7 +98,7 @@ class MatrixResult:
 
     @property
     def ok(self) -> bool:
-        """No run failed (runs of a curriculum not built yet do not count as failures)."""
+        """No run failed."""
         return self.count("failed") == 0
 
 
@@ -357,19 +357,10 @@ def run_matrix(
         write_matrix_file(spec, results_dir)
         todo = []
         for run in runs:
-            reason = curriculum_available(run.curriculum.name)
             if is_complete(run, results_dir / run.run_id):
                 outcome.results.append(RunResult(run.run_id, "skipped"))
-            elif reason is not None:
-                outcome.results.append(RunResult(run.run_id, "unavailable", error=reason))
             else:
                 todo.append(run)
-        unavailable = [r for r in outcome.results if r.status == "unavailable"]
-        if unavailable:
-            console.print(
-                f"[yellow]skipping {len(unavailable)} runs[/yellow] "
-                f"(e.g. {unavailable[0].run_id}): {escape(str(unavailable[0].error))}"
-            )
         finished = outcome.count("skipped")
         if finished:
             console.print(
