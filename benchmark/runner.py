@@ -31,13 +31,13 @@ from typing import Any, Literal
 
 from rich.markup import escape
 
+from gameon.benchmark.atomic import atomic_write
 from gameon.benchmark.matrix import MatrixSpec, RunSpec, expand, spec_dict
 from gameon.benchmark.runs import (
     ATTEMPT_VARIABLE,
     ERROR_FILE,
     FAULT_VARIABLE,
     LOG_FILE,
-    _write_text,
     is_complete,
     prepare,
     write_error,
@@ -124,7 +124,7 @@ def write_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
                 f"({existing.get('name')!r}, {len(existing.get('runs', []))} runs): {difference}. "
                 "Run that spec again to resume it, or give another --results directory."
             )
-    _write_text(path, json.dumps(wanted, indent=1) + "\n")
+    atomic_write(path, json.dumps(wanted, indent=1) + "\n")
 
 
 def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str | None:

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gameon.benchmark.atomic import atomic_write
 from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, run_config
 from gameon.benchmark.records import (
     RECORD_FILE,
@@ -51,7 +52,9 @@ def execute(run: RunSpec, run_dir: Path) -> RunRecord:
     """Run one cell of the matrix in `run_dir` and write its validated record there."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    record = run_online(run, run_dir) if run.protocol == "online" else run_collect(run, run_dir)
+    if run.protocol == "collect":
+        return run_collect(run, run_dir)  # the loop writes its own record
+    record = run_online(run, run_dir)
     write_record(run_dir / RECORD_FILE, record)
     return record
 
@@ -83,7 +86,7 @@ def online_record(
         run_id=run.run_id,
         protocol="online",
         curriculum=run.curriculum.name,
-        curriculum_label=summary.get("curriculum_label", run.curriculum.label),
+        curriculum_label=summary["curriculum_label"],
         learner=run.learner,
         env_id=run.env_id,
         env_version=env_version(run.env_id),
@@ -103,7 +106,7 @@ def online_record(
             episodes_per_skill=run.eval_episodes_per_skill,
             episodes=[EpisodeOutcome(**e) for e in summary["eval"]["episodes"]],
         ),
-        vlm=vlm_usage(summary.get("vlm")),
+        vlm=VLMUsage(**summary["vlm"]),
         wall_seconds=wall_seconds,
         env_steps=summary["global_step"],
         steps_per_second=summary["sps"],
@@ -122,13 +125,6 @@ def online_record(
     )
 
 
-def vlm_usage(usage: dict | None) -> VLMUsage:
-    """The record's VLM usage from a summary's "vlm" entry (absent: no VLM calls)."""
-    if not usage:
-        return VLMUsage()
-    return VLMUsage(**{k: v for k, v in usage.items() if k in VLMUsage.model_fields})
-
-
 def _relative(path: Path, run_dir: Path) -> str:
     try:
         return str(path.resolve().relative_to(run_dir.resolve()))
@@ -137,44 +133,28 @@ def _relative(path: Path, run_dir: Path) -> str:
 
 
 def run_collect(run: RunSpec, run_dir: Path) -> RunRecord:
-    """Run (or resume) the collect loop in `run_dir`; its record, under this run's id."""
+    """Run (or resume) the collect loop in `run_dir` (named after the run); return its record."""
     import torch
 
     from gameon.experimenter.loop import run_experiment
 
     torch.set_num_threads(1)
-    record = run_experiment(run_config(run), run_dir, progress=False)
-    if isinstance(record, dict):
-        record = RunRecord.model_validate(record)
-    return record.model_copy(update={"run_id": run.run_id})
+    return run_experiment(run_config(run), run_dir, progress=False)
 
 
 # -- run folders --------------------------------------------------------------------------------
 
 
 def is_complete(run: RunSpec, run_dir: Path) -> bool:
-    """Whether the run folder holds this run's finished, valid record.
-
-    The collect loop rewrites a valid record after every iteration, so a collect run also needs
-    its committed state to say the loop is finished (budget spent or target mastered).
-    """
+    """Whether the run folder holds this run's finished, valid record (the collect loop writes
+    its record only once the run is finished)."""
     try:
         record = load_record(Path(run_dir) / RECORD_FILE)
     except ValueError:
         return False
     if record.run_id != run.run_id or not (Path(run_dir) / RUN_FILE).is_file():
         return False
-    if read_run(run_dir) != run:
-        return False
-    if run.protocol == "online":
-        return True
-    from gameon.experimenter.loop import finished, load_state
-
-    config = run_config(run)
-    try:
-        return finished(config, load_state(Path(run_dir), config))
-    except (ValueError, KeyError, json.JSONDecodeError):
-        return False
+    return read_run(run_dir) == run
 
 
 def prepare(run: RunSpec, run_dir: Path) -> None:
@@ -188,8 +168,8 @@ def prepare(run: RunSpec, run_dir: Path) -> None:
                 continue
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     (run_dir / ERROR_FILE).unlink(missing_ok=True)
-    (run_dir / RECORD_FILE).unlink(missing_ok=True)  # a collect run's record of its last iteration
-    _write_text(run_dir / RUN_FILE, json.dumps(run.to_dict(), indent=1) + "\n")
+    (run_dir / RECORD_FILE).unlink(missing_ok=True)  # a record of another run.json's run
+    atomic_write(run_dir / RUN_FILE, json.dumps(run.to_dict(), indent=1) + "\n")
 
 
 def read_run(run_dir: Path) -> RunSpec | None:
@@ -202,16 +182,7 @@ def read_run(run_dir: Path) -> RunSpec | None:
 
 def write_error(run_dir: Path, message: str) -> None:
     """Record why a run failed in run_dir/error.txt (never a record)."""
-    _write_text(Path(run_dir) / ERROR_FILE, message.rstrip() + "\n")
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    tmp.replace(path)
+    atomic_write(Path(run_dir) / ERROR_FILE, message.rstrip() + "\n")
 
 
 # -- the worker process -------------------------------------------------------------------------
