@@ -38,6 +38,7 @@ from rich.progress import Progress
 
 import gameon
 from gameon.baselines.common import Normalizer, check_env_id, flat_observation, flat_size
+from gameon.benchmark.atomic import atomic_write
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.experts import make_expert
 
@@ -162,10 +163,8 @@ def dataset_dir(dataset_id: str, datasets_path: str | Path | None = None) -> Pat
 
 
 def write_json(path: Path, payload: dict) -> None:
-    """Write JSON atomically: a temporary file beside `path`, then a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    tmp.replace(path)
+    """Write JSON atomically and durably (benchmark.atomic: a synced temporary file, a rename)."""
+    atomic_write(path, json.dumps(payload, indent=2) + "\n")
 
 
 def _check_args(args: Args) -> None:

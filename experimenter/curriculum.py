@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from gameon.benchmark.atomic import atomic_write
 from gameon.envs import ENV_IDS, ENV_SKILLS
 from gameon.envs.language import COLOURS, SKILLS, all_instructions, parse
 
@@ -589,6 +590,4 @@ def curriculum_scalars(curriculum: Curriculum) -> dict[str, float]:
 
 def save_curriculum(path: Path, curriculum: Curriculum) -> None:
     """Write the curriculum's state_dict as JSON atomically (load it with load_state_dict)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(curriculum.state_dict()))
-    tmp.replace(path)
+    atomic_write(path, json.dumps(curriculum.state_dict()))

@@ -51,7 +51,6 @@ import contextlib
 import importlib
 import importlib.metadata
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -65,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 import gameon
+from gameon.benchmark.atomic import atomic_write
 from gameon.benchmark.evaluation import SUITE_SEED
 from gameon.benchmark.records import (
     RECORD_FILE,
@@ -83,9 +83,9 @@ from gameon.experimenter.curriculum import (
     Curriculum,
     Outcome,
     curriculum_for_env,
+    curriculum_label,
     vlm_usage,
 )
-from gameon.experimenter.curriculum import curriculum_label as label_of
 from gameon.experimenter.skills import (
     LearnedExecutor,
     ScriptedExecutor,
@@ -249,16 +249,6 @@ def learner_seed(seed: int, iteration: int) -> int:
 
 
 # -- files ------------------------------------------------------------------------------------
-
-
-def write_json(path: Path, payload: dict) -> None:
-    """Write JSON atomically and durably: a synced temporary file beside `path`, then a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as file:
-        file.write(json.dumps(payload, indent=2) + "\n")
-        file.flush()
-        os.fsync(file.fileno())
-    tmp.replace(path)
 
 
 def dataset_root(run_dir: Path, iteration: int) -> Path:
@@ -471,7 +461,7 @@ def run_iteration(
         },
         "policy": str(Path(summary["checkpoint"]).resolve().relative_to(run_dir.resolve())),
         "evaluation": summary["eval"],
-        "curriculum_label": label_of(curriculum),
+        "curriculum_label": curriculum_label(curriculum),
         "vlm": vlm_usage(curriculum),
         "seed": config.seed,
         "wall_seconds": (0.0 if state is None else state["wall_seconds"]) + history[-1]["seconds"],
@@ -480,7 +470,7 @@ def run_iteration(
 
 def commit(run_dir: Path, state: dict, previous: dict | None) -> None:
     """Write the state (the commit point), then drop the dataset root it supersedes."""
-    write_json(run_dir / "state.json", state)
+    atomic_write(run_dir / "state.json", json.dumps(state, indent=2) + "\n")
     if previous is not None and previous["dataset"]["root"] != state["dataset"]["root"]:
         shutil.rmtree(run_dir / previous["dataset"]["root"], ignore_errors=True)
 
@@ -516,13 +506,6 @@ def git_commit() -> str | None:
     return result.stdout.strip() or None
 
 
-def curriculum_label(config: LoopConfig) -> str:
-    """How the run's results are labelled: the curriculum, with the VLM backend for vlm."""
-    if config.curriculum == "vlm":
-        return f"vlm[{getattr(config, 'vlm_backend', 'rules')}]"
-    return config.curriculum
-
-
 def collected_counts(history: list[dict]) -> Collected:
     """Tasks the curriculum chose (iteration 0's uniform seed data excluded) per skill and block."""
     tasks = [parse(task) for h in history if h["iteration"] > 0 for task in h["tasks"]]
@@ -541,7 +524,7 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
         run_id=run_dir.resolve().name,
         protocol="collect",
         curriculum=config.curriculum,
-        curriculum_label=curriculum_label(config),
+        curriculum_label=state["curriculum_label"],
         learner=config.learner,
         env_id=config.env_id,
         env_version=env_version(config.env_id),
@@ -565,7 +548,7 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
             episodes=state["evaluation"]["episodes"],
         ),
         collected=collected_counts(history),
-        vlm=VLMUsage(**state.get("vlm", {})),
+        vlm=VLMUsage(**state["vlm"]),
         wall_seconds=state["wall_seconds"],
         env_steps=env_steps,
         steps_per_second=env_steps / state["wall_seconds"] if state["wall_seconds"] else 0.0,

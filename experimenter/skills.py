@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from gameon.benchmark.atomic import atomic_write
 from gameon.envs import language, oracle
 from gameon.envs.experts import make_expert
 from gameon.envs.language import COLOURS, SKILLS, Instruction, parse
@@ -398,12 +399,7 @@ class SkillLibrary:
 
     def save(self, path: str | Path) -> Path:
         """Write the library as JSON atomically (a temporary file beside `path`, then a rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        tmp.replace(path)
-        return path
+        return atomic_write(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> SkillLibrary:
