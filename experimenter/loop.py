@@ -601,13 +601,13 @@ def plot_curves(state: dict, path: Path) -> None:
 
 
 def write_outputs(config: LoopConfig, run_dir: Path, state: dict) -> RunRecord:
-    """Plot curves.png from the committed state; once the run is finished, write record.json.
+    """Write record.json and curves.png of a finished run; return the record.
 
-    An unfinished run has no record, so a report or the leaderboard never counts half a run.
+    Only a finished run has a record (iterations plot curves.png alone), so a report or the
+    leaderboard never counts half a run.
     """
     record = run_record(config, state, run_dir)
-    if finished(config, state):
-        write_record(run_dir / RECORD_FILE, record)
+    write_record(run_dir / RECORD_FILE, record)
     plot_curves(state, run_dir / "curves.png")
     return record
 
@@ -678,6 +678,6 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
             )
             commit(run_dir, new, state)
             state = new
-            write_outputs(config, run_dir, state)
+            plot_curves(state, run_dir / "curves.png")
             bar.advance(iterations)
     return write_outputs(config, run_dir, state)
