@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from gameon.benchmark.atomic import atomic_write, file_lock
 from gameon.benchmark.evaluation import SUITE_SEED, EvalTask, evaluation_suite
 from gameon.benchmark.records import RECORD_FILE, RunRecord, load_record
-from gameon.benchmark.report import group_key, target_success
+from gameon.benchmark.report import group_key, per_skill_iqm, target_success
 from gameon.benchmark.stats import iqm, iqm_ci
 
 BOARD_FORMAT = "gameon-leaderboard-v1"
@@ -443,7 +443,6 @@ def _entry(
     first = records[0]
     scores = target_success(records)
     estimate = iqm_ci([scores])
-    skills = list(dict.fromkeys(s for r in records for s in r.evaluation.per_skill()))
     return BoardEntry(
         id=entry_id,
         submitted=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -463,9 +462,7 @@ def _entry(
         ci_high=estimate.high,
         mean=sum(scores) / len(scores),
         suite_iqm=iqm([r.evaluation.success_rate() for r in records]),
-        per_skill_iqm={
-            s: iqm([r.evaluation.per_skill().get(s, 0.0) for r in records]) for s in skills
-        },
+        per_skill_iqm=per_skill_iqm(records),
         verified=verified,
         runs=runs,
     )

@@ -96,16 +96,20 @@ def target_success(records: Sequence[RunRecord]) -> list[float]:
     return [record.evaluation.success_rate(tuple(record.target_skills)) for record in records]
 
 
+def per_skill_iqm(records: Sequence[RunRecord]) -> dict[str, float]:
+    """IQM over runs of each skill's final success rate (0 for a run without that skill)."""
+    rates = [record.evaluation.per_skill() for record in records]
+    skills = dict.fromkeys(skill for run in rates for skill in run)
+    return {skill: iqm([run.get(skill, 0.0) for run in rates]) for skill in skills}
+
+
 def summarise_group(
     records: Sequence[RunRecord], baseline: Sequence[RunRecord] | None = None
 ) -> dict:
     """The aggregates of one group's runs (and, given the baseline group's runs, P(> baseline))."""
     first = records[0]
     scores = target_success(records)
-    skills = list(dict.fromkeys(s for r in records for s in r.evaluation.per_skill()))
-    per_skill = {
-        skill: iqm([r.evaluation.per_skill().get(skill, 0.0) for r in records]) for skill in skills
-    }
+    per_skill = per_skill_iqm(records)
     suite_scores = [r.evaluation.success_rate() for r in records]
     improvement = suite_improvement = None
     if baseline:
