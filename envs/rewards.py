@@ -62,6 +62,12 @@ HOVER_HEIGHT = 0.05
 """Reach target: TCP this far above the block's top face, mid REACH_Z_RANGE, m."""
 GRASP_REACH = 0.02
 """TCP distance from the block centre at which the grasp stage starts, m."""
+HOLD_REACH = 0.025
+"""A pinched block this close to the TCP is held in the hand (scripted grasps: <= 1.1 cm); one
+pinched further off is pressed by the fingertips from above and earns no lift or carry reward, m."""
+APPROACH_OPEN_SHARE = 0.25
+"""Share of the approach progress paid only to an open gripper (fully open: all of it; no wider
+than the block: none), so a learner opens the hand before it can close around the block."""
 GRIPPER_WIDTH = 0.08
 """Opening of the fully open gripper (2 * world.FINGER_OPEN), m."""
 OVERSHOOT = 0.01
@@ -102,6 +108,11 @@ def _held(scene: SceneState, x: str, i: int) -> bool:
     return grasped(scene, x) or bool(scene.touches_robot[i])
 
 
+def _in_hand(scene: SceneState, x: str) -> bool:
+    """Pinched by both fingers with its centre near the TCP (a grasp, not a fingertip press)."""
+    return grasped(scene, x) and _gap(scene.tcp_pos, scene.block_pos[scene.index(x)]) <= HOLD_REACH
+
+
 def _clear_height(scene: SceneState, j: int) -> float:
     top = float(scene.block_pos[j, 2]) + scene.block_size / 2 - TABLE_HEIGHT
     return max(LIFT_HEIGHT, top + CLEAR_MARGIN)
@@ -109,16 +120,16 @@ def _clear_height(scene: SceneState, j: int) -> float:
 
 def _pick(scene: SceneState, x: str, height: float) -> tuple[int, float]:
     """Stage (reach, grasp, lift) and progress of picking x up until its bottom is at `height`."""
-    i = scene.index(x)
-    centre = scene.block_pos[i]
-    if grasped(scene, x):
+    centre = scene.block_pos[scene.index(x)]
+    if _in_hand(scene, x):
         bottom = float(centre[2]) - scene.block_size / 2 - TABLE_HEIGHT
         return 2, _near(height + OVERSHOOT - bottom, FINE_GAIN)
     gap = _gap(scene.tcp_pos, centre)
+    closed = (GRIPPER_WIDTH - scene.gripper_opening) / (GRIPPER_WIDTH - scene.block_size)
+    closed = min(max(closed, 0.0), 1.0)
     if gap <= GRASP_REACH:
-        closed = (GRIPPER_WIDTH - scene.gripper_opening) / (GRIPPER_WIDTH - scene.block_size)
-        return 1, 0.5 * _near(gap, FINE_GAIN) + 0.5 * min(max(closed, 0.0), 1.0)
-    return 0, _near(gap, COARSE_GAIN)
+        return 1, 0.5 * _near(gap, FINE_GAIN) + 0.5 * closed
+    return 0, _near(gap, COARSE_GAIN) * (1.0 - APPROACH_OPEN_SHARE * closed)
 
 
 def _settle(scene: SceneState, x: str) -> float:
@@ -179,7 +190,7 @@ def _place(scene: SceneState, x: str, y: str, side: str, flags: dict[str, bool])
     if _held(scene, x, i) and across <= PLACE_XY_TOL:
         return _staged(4, _near(_gap(centre, spot), FINE_GAIN), stages)
     height = _clear_height(scene, j)
-    if grasped(scene, x) and lifted(scene, x, height):
+    if _in_hand(scene, x) and lifted(scene, x, height):
         return _staged(3, _near(across, COARSE_GAIN), stages)
     return _staged(*_pick(scene, x, height), stages)
 
@@ -197,7 +208,7 @@ def _stack(scene: SceneState, x: str, y: str) -> float:
         seat = math.hypot(across, rise - scene.block_size)
         return _staged(4, _near(seat, FINE_GAIN), stages)
     height = _clear_height(scene, j)
-    if grasped(scene, x) and lifted(scene, x, height):
+    if _in_hand(scene, x) and lifted(scene, x, height):
         return _staged(3, _near(across, COARSE_GAIN), stages)
     return _staged(*_pick(scene, x, height), stages)
 
@@ -214,7 +225,7 @@ def _unstack(scene: SceneState, x: str, y: str, flags: dict[str, bool]) -> float
         drop = float(centre[2]) - TABLE_HEIGHT - scene.block_size / 2
         return _staged(4, _near(abs(drop), FINE_GAIN), stages)
     height = _clear_height(scene, j)
-    if grasped(scene, x) and lifted(scene, x, height):
+    if _in_hand(scene, x) and lifted(scene, x, height):
         return _staged(3, _near(UNSTACK_ASIDE - across, COARSE_GAIN), stages)
     return _staged(*_pick(scene, x, height), stages)
 

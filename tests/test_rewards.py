@@ -172,6 +172,28 @@ def test_lift_rises_through_reach_grasp_and_lift() -> None:
     assert_rising(lift, scenes)
 
 
+def test_a_fingertip_press_from_above_earns_no_lift_reward() -> None:
+    """Both fingertips on the block's top edges count as `grasped` but are not a grasp."""
+    lift = Instruction("lift", ("red",))
+    pressed = make_scene(
+        {"red": RED}, held=("red",), tcp=(0.5, 0.0, layer(0) + 0.039), opening=0.04
+    )
+    around = make_scene({"red": RED}, tcp=(0.5, 0.0, layer(0) + 0.01))
+    in_hand = make_scene({"red": RED}, held=("red",), tcp=(0.5, 0.0, layer(0)))
+    assert dense_reward(lift, pressed) < 1 / len(STAGES["lift"])
+    assert dense_reward(lift, pressed) < dense_reward(lift, around) < dense_reward(lift, in_hand)
+
+
+def test_approaching_with_an_open_hand_pays_more_than_with_a_closed_one() -> None:
+    lift = Instruction("lift", ("red",))
+    tcp = (0.5, 0.0, 0.15)
+    rewards = [
+        dense_reward(lift, make_scene({"red": RED}, tcp=tcp, opening=opening))
+        for opening in (BLOCK_SIZE, 0.065, GRIPPER_WIDTH)
+    ]
+    assert rewards[0] < rewards[1] < rewards[2]
+
+
 def stack_path(
     source: tuple[float, float, float], base: tuple[float, float, float]
 ) -> list[tuple[tuple, bool, tuple]]:
