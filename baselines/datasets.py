@@ -181,8 +181,12 @@ def _check_args(args: Args) -> None:
             raise ValueError(f"noise levels must be >= 0, got {noise}")
 
 
-def _run_episode(env: gym.Env, instruction: str, seed: int, policy: str, noise: float) -> dict:
-    """Play one episode; return Minari's buffer fields plus its success, return and length."""
+def run_episode(env: gym.Env, instruction: str, seed: int, policy: str, noise: float) -> dict:
+    """Play one episode with the scripted expert (or uniform random actions, policy="random").
+
+    Returns Minari's buffer fields (observations has one more entry than actions) and per-step
+    successes.
+    """
     observation, _ = env.reset(seed=seed, options={"instruction": instruction})
     expert = make_expert(env, noise, seed)
     expert.reset()
@@ -248,7 +252,7 @@ def collect(args: Args) -> minari.MinariDataset:
                     policy = "expert"
                     levels = args.noise_levels or (args.noise,)
                     noise = float(levels[k % len(levels)])
-                episode = _run_episode(env, instruction, seed, policy, noise)
+                episode = run_episode(env, instruction, seed, policy, noise)
                 buffers.append(
                     EpisodeBuffer(
                         id=episode_id,

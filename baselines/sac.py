@@ -10,6 +10,11 @@ an automatically tuned entropy temperature, and bootstrapping that stops at term
 (a truncated transition stores its true final observation, from the vector env's SAME_STEP
 autoreset).
 
+`--demo-episodes N` puts N scripted-expert episodes (over the env's instructions, stored as
+training stores its own) in a second buffer, and every batch draws `--demo-ratio` of its rows
+from it, as RLPD does. This is SAC from demonstrations, a different baseline from plain SAC:
+its summary and checkpoint name the demo count.
+
 With dense reward, training episodes do not end at success unless asked: a near-success state
 pays almost 1 per step, so an episode cut off at success (1, then nothing) would be worth less
 than hovering just outside success for the rest of the episode. Evaluation always ends there.
@@ -61,7 +66,9 @@ from gameon.baselines.common import (
     make_training_curriculum,
     seed_everything,
 )
+from gameon.baselines.datasets import run_episode
 from gameon.benchmark.evaluation import EvalReport
+from gameon.envs.language import all_instructions
 from gameon.experimenter.curriculum import (
     Curriculum,
     curriculum_brief,
@@ -76,6 +83,8 @@ REWARD_MODES = ("sparse", "dense")
 VECTORIZATIONS = ("sync", "async")
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 LOG_2PI = math.log(2 * math.pi)
+DEMO_SEED = 1_000_000
+"""Reset seeds of demo episodes start here, apart from training and evaluation seeds."""
 
 
 @dataclass
@@ -167,6 +176,10 @@ class Args:
     """entropy temperature (the start value when autotune is on)"""
     autotune: bool = True
     """tune the temperature towards a target entropy of -action size"""
+    demo_episodes: int = 0
+    """scripted-expert episodes in a demo buffer (0: plain SAC, no demonstrations)"""
+    demo_ratio: float = 0.5
+    """with demos: share of each batch drawn from the demo buffer (RLPD's symmetric sampling)"""
 
 
 def check_args(args: Args) -> None:
@@ -189,6 +202,12 @@ def check_args(args: Args) -> None:
             raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
     if args.eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0: only at the end), got {args.eval_every}")
+    if args.demo_episodes < 0:
+        raise ValueError(
+            f"demo_episodes must be >= 0 (0: no demonstrations), got {args.demo_episodes}"
+        )
+    if not 0.0 < args.demo_ratio < 1.0:
+        raise ValueError(f"demo_ratio must be in (0, 1), got {args.demo_ratio}")
     if args.learning_starts < 0:
         raise ValueError(f"learning_starts must be >= 0, got {args.learning_starts}")
     if not 0.0 < args.tau <= 1.0:
@@ -300,6 +319,47 @@ class ReplayBuffer:
         )
 
 
+def sample_batch(
+    buffer: ReplayBuffer,
+    demos: ReplayBuffer | None,
+    rng: np.random.Generator,
+    batch_size: int,
+    demo_ratio: float,
+) -> Batch:
+    """A batch from the replay buffer, with `demo_ratio` of its rows from the demos if any."""
+    if demos is None:
+        return buffer.sample(rng, batch_size)
+    from_demos = round(batch_size * demo_ratio)
+    online = buffer.sample(rng, batch_size - from_demos)
+    demo = demos.sample(rng, from_demos)
+    return Batch(*(np.concatenate(pair) for pair in zip(online, demo, strict=True)))
+
+
+def expert_demos(args: Args) -> tuple[ReplayBuffer, float]:
+    """`args.demo_episodes` scripted-expert episodes as transitions, and their success rate.
+
+    Instructions are drawn uniformly from the env's; episodes end as training episodes do.
+    """
+    env = gym.make(args.env_id, **env_options(args))
+    instructions = all_instructions(env.unwrapped.colours, env.unwrapped.skills)
+    rng = np.random.default_rng(DEMO_SEED + args.seed)
+    episodes = []
+    for k in range(args.demo_episodes):
+        instruction = instructions[int(rng.integers(len(instructions)))]
+        seed = DEMO_SEED + args.seed * args.demo_episodes + k
+        episodes.append(run_episode(env, str(instruction), seed, "expert", 0.0))
+    env.close()
+    flats = [flat_observation(episode["observations"]) for episode in episodes]
+    total = sum(len(episode["actions"]) for episode in episodes)
+    demos = ReplayBuffer.allocate(total, flats[0].shape[1], episodes[0]["actions"].shape[1])
+    for flat, episode in zip(flats, episodes, strict=True):
+        demos.add(
+            flat[:-1], flat[1:], episode["actions"], episode["rewards"], episode["terminations"]
+        )
+    success = float(np.mean([episode["successes"].any() for episode in episodes]))
+    return demos, success
+
+
 def soft_update(net: nn.Module, target: nn.Module, tau: float) -> None:
     """Polyak averaging: target <- tau * net + (1 - tau) * target."""
     with torch.no_grad():
@@ -314,19 +374,25 @@ def terminates_on_success(args: Args) -> bool:
     return args.terminate_on_success
 
 
+def env_options(args: Args) -> dict:
+    """gym.make keyword arguments of a training env: reward, success ending, step limit."""
+    options = {
+        "reward_mode": args.reward_mode,
+        "terminate_on_success": terminates_on_success(args),
+    }
+    if args.max_episode_steps is not None:
+        options["max_episode_steps"] = args.max_episode_steps
+    return options
+
+
 def make_envs(args: Args, curriculum: Curriculum) -> gym.vector.VectorEnv:
     """Vector envs whose episodes the curriculum picks, reset within the same step (SAME_STEP)."""
-    env_kwargs = {}
-    if args.max_episode_steps is not None:
-        env_kwargs["max_episode_steps"] = args.max_episode_steps
     return make_curriculum_vec_env(
         args.env_id,
         args.num_envs,
         curriculum,
         vectorization_mode=args.vectorization,
-        reward_mode=args.reward_mode,
-        terminate_on_success=terminates_on_success(args),
-        **env_kwargs,
+        **env_options(args),
     )
 
 
@@ -392,6 +458,14 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     buffer = ReplayBuffer.allocate(
         min(args.buffer_size, args.total_timesteps), obs_size, action_size
     )
+    demos, demo_success = None, None
+    if args.demo_episodes:
+        demos, demo_success = expert_demos(args)
+        normalizer.update(demos.obs)
+        print(
+            f"demos: {args.demo_episodes} expert episodes, {demos.size} transitions, "
+            f"success {demo_success:.2f}"
+        )
 
     n = args.num_envs
     episode_return = np.zeros(n)
@@ -451,7 +525,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         if global_step > args.learning_starts and buffer.size >= args.batch_size:
             t0 = time.perf_counter()
             for _ in range(args.updates_per_step):
-                batch = buffer.sample(rng, args.batch_size)
+                batch = sample_batch(buffer, demos, rng, args.batch_size, args.demo_ratio)
                 b_obs = torch.from_numpy(normalizer(batch.obs))
                 b_next_obs = torch.from_numpy(normalizer(batch.next_obs))
                 b_actions = torch.from_numpy(batch.actions)
@@ -553,6 +627,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         "learn_seconds": learn_seconds,
         "eval_seconds": eval_seconds,
         "updates": updates,
+        "demo_episodes": args.demo_episodes,
+        "demo_success": demo_success,
         "curriculum": args.curriculum,
         "curriculum_state": curriculum_brief(curriculum),
         "curriculum_label": curriculum_label(curriculum),

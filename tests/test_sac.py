@@ -18,7 +18,14 @@ from helpers import (
 )
 
 from gameon.baselines.common import Policy, load_checkpoint, load_policy
-from gameon.baselines.sac import Args, ReplayBuffer, SquashedGaussianPolicy, train
+from gameon.baselines.sac import (
+    Args,
+    ReplayBuffer,
+    SquashedGaussianPolicy,
+    expert_demos,
+    sample_batch,
+    train,
+)
 from gameon.benchmark.evaluation import EvalReport, evaluation_suite
 
 
@@ -112,6 +119,30 @@ def test_replay_buffer_wraps_around_and_keeps_the_newest() -> None:
     np.testing.assert_array_equal(batch.terminated, batch.rewards % 2)
 
 
+def test_batches_draw_the_demo_ratio_from_the_demo_buffer() -> None:
+    online, demos = (ReplayBuffer.allocate(10, 1, 1) for _ in range(2))
+    for buffer, value in ((online, 0.0), (demos, 1.0)):
+        rows = np.full((10, 1), value, np.float32)
+        buffer.add(rows, rows, rows, rows[:, 0], np.zeros(10, bool))
+    batch = sample_batch(online, demos, np.random.default_rng(0), 64, 0.25)
+    assert batch.obs.shape == (64, 1) and batch.rewards.sum() == 16
+    assert sample_batch(online, None, np.random.default_rng(0), 64, 0.25).rewards.sum() == 0
+
+
+def test_expert_demos_are_successful_training_transitions() -> None:
+    args = Args(env_id="GameOn/Lift-v0", reward_mode="dense", demo_episodes=2, seed=3)
+    demos, success = expert_demos(args)
+    assert success == 1.0
+    assert demos.size == 2 * 150  # dense training episodes run to the step limit
+    assert demos.rewards.max() == 1.0 and not demos.terminated.any()
+    np.testing.assert_array_equal(demos.obs[1:150], demos.next_obs[:149])
+
+
+def test_a_run_with_demos_names_them_in_its_summary(tmp_path: Path) -> None:
+    summary = train(tiny_args(tmp_path / "run", total_timesteps=200, demo_episodes=1))
+    assert summary["demo_episodes"] == 1 and summary["demo_success"] == 1.0
+
+
 def test_same_seed_gives_the_same_run(tmp_path: Path) -> None:
     first = train(tiny_args(tmp_path / "a", total_timesteps=200, eval_episodes_per_skill=1))
     second = train(tiny_args(tmp_path / "b", total_timesteps=200, eval_episodes_per_skill=1))
@@ -137,6 +168,8 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"vectorization": "threads"}, "accepted: sync, async"),
         ({"curriculum": "random"}, "accepted: fixed, hand, lp"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"demo_episodes": -1}, "demo_episodes must be >= 0"),
+        ({"demo_ratio": 1.0}, r"demo_ratio must be in \(0, 1\)"),
     ],
 )
 def test_invalid_args_raise_naming_what_is_accepted(
