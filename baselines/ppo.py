@@ -4,10 +4,12 @@ Run: python -m gameon.baselines.ppo --env-id GameOn/Reach-v0 --seed 1
 
 The policy sees `state` and `goal` concatenated and normalised by running statistics; its mean is
 a `common.Actor` (unsquashed) with a state-independent log std, and actions are clipped to [-1, 1]
-before they reach the env. Vector envs reset in SAME_STEP mode, so a truncated episode is
-bootstrapped from the value of its final observation and a terminated one is not. At the end
-(and every `eval_every` steps) the deterministic policy runs the shared evaluation suite, and the
-actor and normaliser are saved in the common checkpoint format.
+before they reach the env. Rollouts act through NumPy copies of the actor and critic, refreshed
+after every update: two rows per step run ~5x faster in NumPy than through torch's per-operation
+dispatch, which was a sixth of the wall time. Vector envs reset in SAME_STEP mode, so a truncated
+episode is bootstrapped from the value of its final observation and a terminated one is not. At
+the end (and every `eval_every` steps) the deterministic policy runs the shared evaluation suite,
+and the actor and normaliser are saved in the common checkpoint format.
 
 With dense reward, training episodes do not end at success unless asked: a near-success state
 pays almost 1 per step, so an episode cut off at success (1, then nothing) would be worth less
@@ -230,6 +232,28 @@ def gaussian_log_prob(
     return (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
 
 
+def numpy_mlp(net: nn.Sequential) -> Callable[[np.ndarray], np.ndarray]:
+    """A NumPy copy of a tanh MLP's forward pass (tanh between layers, none after the last).
+
+    A snapshot: take a new copy after the weights change.
+    """
+    layers = [
+        (module.weight.detach().numpy().T.copy(), module.bias.detach().numpy().copy())
+        for module in net
+        if isinstance(module, nn.Linear)
+    ]
+    if any(not isinstance(m, (nn.Linear, nn.Tanh)) for m in net):
+        raise ValueError("numpy_mlp copies MLPs of Linear and Tanh layers only")
+
+    def forward(x: np.ndarray) -> np.ndarray:
+        for weight, bias in layers[:-1]:
+            x = np.tanh(x @ weight + bias)
+        weight, bias = layers[-1]
+        return x @ weight + bias
+
+    return forward
+
+
 def terminates_on_success(args: Args) -> bool:
     """Whether training episodes end at success (evaluation episodes always do)."""
     if args.terminate_on_success is None:
@@ -342,6 +366,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     env_seconds = learn_seconds = eval_seconds = 0.0
     global_step, next_eval, next_print = 0, args.eval_every, args.print_every
 
+    noise_rng = np.random.default_rng(args.seed)
     start_time = time.perf_counter()
     observation, _ = envs.reset(seed=args.seed)
     envs.action_space.seed(args.seed)
@@ -354,15 +379,15 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             optimizer.param_groups[0]["lr"] = args.learning_rate * (
                 1.0 - (iteration - 1.0) / num_iterations
             )
+        act_mean, value_of = numpy_mlp(actor.net), numpy_mlp(critic)
+        std = np.exp(log_std.detach().numpy())
+        log_norm = float(log_std.detach().sum()) + 0.5 * LOG_2PI * action_size
         for step in range(steps):
             obs_buf[step] = x
-            with torch.no_grad():
-                obs_t = torch.from_numpy(x)
-                mean = actor(obs_t)
-                action = mean + torch.exp(log_std) * torch.randn_like(mean)
-                logprob_buf[step] = gaussian_log_prob(action, mean, log_std).numpy()
-                value_buf[step] = critic(obs_t).squeeze(-1).numpy()
-            action = action.numpy()
+            noise = noise_rng.standard_normal((n, action_size), np.float32)
+            action = act_mean(x) + std * noise
+            logprob_buf[step] = -0.5 * (noise * noise).sum(-1) - log_norm
+            value_buf[step] = value_of(x)[:, 0]
             action_buf[step] = action
 
             t0 = time.perf_counter()
@@ -382,9 +407,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                 for i in np.flatnonzero(ended):
                     if truncated[i] and not terminated[i]:
                         final = normalizer(flat_observation(info["final_obs"][i]))
-                        with torch.no_grad():
-                            bootstrap = critic(torch.from_numpy(final)).item()
-                        reward[i] += args.gamma * bootstrap
+                        reward[i] += args.gamma * float(value_of(final)[0])
                     success = float(final_info["success"][i])
                     recent_success.append(success)
                     recent_return.append(float(episode_return[i]))
@@ -399,8 +422,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             end_buf[step] = ended
 
         t0 = time.perf_counter()
-        with torch.no_grad():
-            next_value = critic(torch.from_numpy(x)).squeeze(-1).numpy()
+        next_value = value_of(x)[:, 0]
         advantages = generalised_advantages(
             reward_buf, value_buf, end_buf, next_value, args.gamma, args.gae_lambda
         )

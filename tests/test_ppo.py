@@ -18,7 +18,14 @@ from helpers import (
 )
 
 from gameon.baselines.common import Policy, load_checkpoint, load_policy
-from gameon.baselines.ppo import Args, generalised_advantages, train
+from gameon.baselines.ppo import (
+    Args,
+    generalised_advantages,
+    make_actor,
+    make_critic,
+    numpy_mlp,
+    train,
+)
 from gameon.benchmark.evaluation import EvalReport, evaluation_suite
 
 
@@ -95,6 +102,23 @@ def test_capture_video_writes_an_mp4(tmp_path: Path) -> None:
     videos = list((tmp_path / "run" / "videos").glob("*.mp4"))
     assert [v.name for v in videos] == [f"eval_{summary['global_step']}.mp4"]
     assert videos[0].stat().st_size > 1000
+
+
+def test_numpy_copies_act_as_the_torch_actor_and_critic() -> None:
+    """Rollouts act through numpy_mlp; its outputs must be the networks' own."""
+    torch.manual_seed(0)
+    actor, critic = make_actor(12, 5, (64, 64)), make_critic(12, (64, 64))
+    for net in (actor.net, critic):
+        with torch.no_grad():
+            for param in net.parameters():
+                param.normal_()
+    x = np.random.default_rng(0).standard_normal((3, 12)).astype(np.float32)
+    with torch.no_grad():
+        expected = (actor(torch.from_numpy(x)).numpy(), critic(torch.from_numpy(x)).numpy())
+    np.testing.assert_allclose(numpy_mlp(actor.net)(x), expected[0], atol=1e-5)
+    np.testing.assert_allclose(numpy_mlp(critic)(x), expected[1], atol=1e-5)
+    with pytest.raises(ValueError, match="Linear and Tanh"):
+        numpy_mlp(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU()))
 
 
 def test_same_seed_gives_the_same_run(tmp_path: Path) -> None:
