@@ -61,7 +61,8 @@ FINE_GAIN = 10.0
 HOVER_HEIGHT = 0.05
 """Reach target: TCP this far above the block's top face, mid REACH_Z_RANGE, m."""
 GRASP_REACH = 0.02
-"""TCP distance from the block centre at which the grasp stage starts, m."""
+"""Horizontal TCP distance from the block centre within which the grasp stage starts, m (with the
+TCP between the block's bottom and top faces, where closing the fingers pinches it)."""
 HOLD_REACH = 0.025
 """A pinched block this close to the TCP is held in the hand (scripted grasps: <= 1.1 cm); one
 pinched further off is pressed by the fingertips from above and earns no lift or carry reward, m."""
@@ -124,11 +125,12 @@ def _pick(scene: SceneState, x: str, height: float) -> tuple[int, float]:
     if _in_hand(scene, x):
         bottom = float(centre[2]) - scene.block_size / 2 - TABLE_HEIGHT
         return 2, _near(height + OVERSHOOT - bottom, FINE_GAIN)
-    gap = _gap(scene.tcp_pos, centre)
     closed = (GRIPPER_WIDTH - scene.gripper_opening) / (GRIPPER_WIDTH - scene.block_size)
     closed = min(max(closed, 0.0), 1.0)
-    if gap <= GRASP_REACH:
-        return 1, 0.5 * _near(gap, FINE_GAIN) + 0.5 * closed
+    across = _across(scene.tcp_pos, centre)
+    if across <= GRASP_REACH and abs(float(scene.tcp_pos[2] - centre[2])) <= scene.block_size / 2:
+        return 1, 0.5 * _near(across, FINE_GAIN) + 0.5 * closed
+    gap = _gap(scene.tcp_pos, centre)
     return 0, _near(gap, COARSE_GAIN) * (1.0 - APPROACH_OPEN_SHARE * closed)
 
 

@@ -184,6 +184,16 @@ def test_a_fingertip_press_from_above_earns_no_lift_reward() -> None:
     assert dense_reward(lift, pressed) < dense_reward(lift, around) < dense_reward(lift, in_hand)
 
 
+def test_the_grasp_stage_spans_the_block_height_under_an_open_hand() -> None:
+    """A TCP pushed down to the table beside the centre is still where closing would pinch."""
+    lift = Instruction("lift", ("red",))
+    above = make_scene({"red": RED}, tcp=(0.5, 0.0, layer(0) + 0.03))
+    low = make_scene({"red": RED}, tcp=(0.5, 0.015, 0.007))
+    beside = make_scene({"red": RED}, tcp=(0.5, 0.03, 0.007))
+    assert dense_reward(lift, above) < 1 / 3 <= dense_reward(lift, low)
+    assert dense_reward(lift, beside) < 1 / 3
+
+
 def test_approaching_with_an_open_hand_pays_more_than_with_a_closed_one() -> None:
     lift = Instruction("lift", ("red",))
     tcp = (0.5, 0.0, 0.15)
