@@ -175,7 +175,9 @@ class Args:
     alpha: float = 0.2
     """entropy temperature (the start value when autotune is on)"""
     autotune: bool = True
-    """tune the temperature towards a target entropy of -action size"""
+    """tune the temperature towards target_entropy"""
+    target_entropy: float | None = None
+    """entropy the temperature is tuned towards; None: -action size (the SAC paper's choice)"""
     demo_episodes: int = 0
     """scripted-expert episodes in a demo buffer (0: plain SAC, no demonstrations)"""
     demo_ratio: float = 0.5
@@ -450,7 +452,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     q_params = [*qf1.parameters(), *qf2.parameters()]
     q_optimizer = torch.optim.Adam(q_params, lr=args.q_lr, fused=True)
     actor_optimizer = torch.optim.Adam(policy_net.parameters(), lr=args.policy_lr, fused=True)
-    target_entropy = -float(action_size)
+    target_entropy = -float(action_size) if args.target_entropy is None else args.target_entropy
     log_alpha = torch.tensor(math.log(args.alpha), requires_grad=True)
     alpha_optimizer = torch.optim.Adam([log_alpha], lr=args.q_lr)
     alpha = args.alpha

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -141,6 +142,22 @@ def test_expert_demos_are_successful_training_transitions() -> None:
 def test_a_run_with_demos_names_them_in_its_summary(tmp_path: Path) -> None:
     summary = train(tiny_args(tmp_path / "run", total_timesteps=200, demo_episodes=1))
     assert summary["demo_episodes"] == 1 and summary["demo_success"] == 1.0
+
+
+def last_alpha(run_dir: Path) -> float:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    return events.Scalars("losses/alpha")[-1].value
+
+
+def test_target_entropy_steers_the_temperature(tmp_path: Path) -> None:
+    """Above the policy's entropy the temperature rises from its start (0.2); far below, falls."""
+    for name, target in (("high", 10.0), ("low", -50.0)):
+        args = tiny_args(tmp_path / name, target_entropy=target, log_every=10)
+        train(dataclasses.replace(args, eval_episodes_per_skill=1))
+    assert last_alpha(tmp_path / "high") > 0.2 > last_alpha(tmp_path / "low")
 
 
 def test_same_seed_gives_the_same_run(tmp_path: Path) -> None:
