@@ -36,6 +36,7 @@ from gameon.experimenter.curriculum import (
     make_curriculum,
     save_curriculum,
 )
+from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -379,6 +380,36 @@ def make_training_curriculum(args: Any, run_dir: Path | None = None) -> Curricul
         hand_path=args.hand_curriculum,
         targets_only=args.curriculum_tasks == "targets",
         vlm_options=vlm_options,
+    )
+
+
+def terminates_on_success(args: Any) -> bool:
+    """Whether an online learner's training episodes end at success (evaluation's always do)."""
+    if args.terminate_on_success is None:
+        return args.reward_mode == "sparse"
+    return args.terminate_on_success
+
+
+def training_env_options(args: Any) -> dict:
+    """gym.make keyword arguments of an online learner's training env: reward, success ending,
+    step limit (ppo and sac share the fields)."""
+    options = {
+        "reward_mode": args.reward_mode,
+        "terminate_on_success": terminates_on_success(args),
+    }
+    if args.max_episode_steps is not None:
+        options["max_episode_steps"] = args.max_episode_steps
+    return options
+
+
+def make_training_envs(args: Any, curriculum: Curriculum) -> gym.vector.VectorEnv:
+    """Vector envs whose episodes the curriculum picks, reset within the same step (SAME_STEP)."""
+    return make_curriculum_vec_env(
+        args.env_id,
+        args.num_envs,
+        curriculum,
+        vectorization_mode=args.vectorization,
+        **training_env_options(args),
     )
 
 

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import gymnasium as gym
 import numpy as np
 import torch
 import tyro
@@ -58,17 +57,16 @@ from gameon.baselines.common import (
     flat_observation,
     flat_size,
     make_training_curriculum,
+    make_training_envs,
     seed_everything,
 )
 from gameon.benchmark.evaluation import EvalReport
 from gameon.experimenter.curriculum import (
-    Curriculum,
     curriculum_brief,
     curriculum_label,
     curriculum_scalars,
     vlm_usage,
 )
-from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 
 ALGO = "ppo"
 REWARD_MODES = ("sparse", "dense")
@@ -254,13 +252,6 @@ def numpy_mlp(net: nn.Sequential) -> Callable[[np.ndarray], np.ndarray]:
     return forward
 
 
-def terminates_on_success(args: Args) -> bool:
-    """Whether training episodes end at success (evaluation episodes always do)."""
-    if args.terminate_on_success is None:
-        return args.reward_mode == "sparse"
-    return args.terminate_on_success
-
-
 def generalised_advantages(
     rewards: np.ndarray,
     values: np.ndarray,
@@ -283,22 +274,6 @@ def generalised_advantages(
         last = delta + gamma * gae_lambda * alive * last
         advantages[t] = last
     return advantages
-
-
-def make_envs(args: Args, curriculum: Curriculum) -> gym.vector.VectorEnv:
-    """Vector envs whose episodes the curriculum picks, reset within the same step (SAME_STEP)."""
-    env_kwargs = {}
-    if args.max_episode_steps is not None:
-        env_kwargs["max_episode_steps"] = args.max_episode_steps
-    return make_curriculum_vec_env(
-        args.env_id,
-        args.num_envs,
-        curriculum,
-        vectorization_mode=args.vectorization,
-        reward_mode=args.reward_mode,
-        terminate_on_success=terminates_on_success(args),
-        **env_kwargs,
-    )
 
 
 def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None = None) -> dict:
@@ -336,7 +311,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
     )
 
-    envs = make_envs(args, curriculum)
+    envs = make_training_envs(args, curriculum)
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     actor = make_actor(obs_size, action_size, args.hidden)

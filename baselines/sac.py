@@ -64,19 +64,19 @@ from gameon.baselines.common import (
     flat_observation,
     flat_size,
     make_training_curriculum,
+    make_training_envs,
     seed_everything,
+    training_env_options,
 )
 from gameon.baselines.datasets import run_episode
 from gameon.benchmark.evaluation import EvalReport
 from gameon.envs.language import all_instructions
 from gameon.experimenter.curriculum import (
-    Curriculum,
     curriculum_brief,
     curriculum_label,
     curriculum_scalars,
     vlm_usage,
 )
-from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 
 ALGO = "sac"
 REWARD_MODES = ("sparse", "dense")
@@ -342,7 +342,7 @@ def expert_demos(args: Args) -> tuple[ReplayBuffer, float]:
 
     Instructions are drawn uniformly from the env's; episodes end as training episodes do.
     """
-    env = gym.make(args.env_id, **env_options(args))
+    env = gym.make(args.env_id, **training_env_options(args))
     instructions = all_instructions(env.unwrapped.colours, env.unwrapped.skills)
     rng = np.random.default_rng(DEMO_SEED + args.seed)
     episodes = []
@@ -367,35 +367,6 @@ def soft_update(net: nn.Module, target: nn.Module, tau: float) -> None:
     with torch.no_grad():
         for param, target_param in zip(net.parameters(), target.parameters(), strict=True):
             target_param.lerp_(param, tau)
-
-
-def terminates_on_success(args: Args) -> bool:
-    """Whether training episodes end at success (evaluation episodes always do)."""
-    if args.terminate_on_success is None:
-        return args.reward_mode == "sparse"
-    return args.terminate_on_success
-
-
-def env_options(args: Args) -> dict:
-    """gym.make keyword arguments of a training env: reward, success ending, step limit."""
-    options = {
-        "reward_mode": args.reward_mode,
-        "terminate_on_success": terminates_on_success(args),
-    }
-    if args.max_episode_steps is not None:
-        options["max_episode_steps"] = args.max_episode_steps
-    return options
-
-
-def make_envs(args: Args, curriculum: Curriculum) -> gym.vector.VectorEnv:
-    """Vector envs whose episodes the curriculum picks, reset within the same step (SAME_STEP)."""
-    return make_curriculum_vec_env(
-        args.env_id,
-        args.num_envs,
-        curriculum,
-        vectorization_mode=args.vectorization,
-        **env_options(args),
-    )
 
 
 def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None = None) -> dict:
@@ -434,7 +405,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
     )
 
-    envs = make_envs(args, curriculum)
+    envs = make_training_envs(args, curriculum)
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     policy_net = SquashedGaussianPolicy(obs_size, action_size, args.hidden)
