@@ -172,6 +172,8 @@ class Args:
     """actor updates are delayed: this many at once, every this many Q updates"""
     target_network_frequency: int = 1
     """Q updates between target network updates"""
+    critic_layer_norm: bool = False
+    """LayerNorm in the Q networks' hidden layers (as RLPD; steadies learning from demos)"""
     alpha: float = 0.2
     """entropy temperature (the start value when autotune is on)"""
     autotune: bool = True
@@ -243,14 +245,23 @@ class SquashedGaussianPolicy(nn.Module):
 
 
 class QNetwork(nn.Module):
-    """ReLU MLP from (normalised observation, action) to one Q value."""
+    """ReLU MLP from (normalised observation, action) to one Q value.
 
-    def __init__(self, obs_size: int, action_size: int, hidden: tuple[int, ...]) -> None:
+    With `layer_norm`, each hidden layer is normalised before its ReLU, which bounds how far Q
+    can extrapolate to actions the data never took (RLPD's remedy for over-estimation).
+    """
+
+    def __init__(
+        self, obs_size: int, action_size: int, hidden: tuple[int, ...], layer_norm: bool = False
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         size = obs_size + action_size
         for width in hidden:
-            layers += [nn.Linear(size, width), nn.ReLU()]
+            layers.append(nn.Linear(size, width))
+            if layer_norm:
+                layers.append(nn.LayerNorm(width))
+            layers.append(nn.ReLU())
             size = width
         layers.append(nn.Linear(size, 1))
         self.net = nn.Sequential(*layers)
@@ -410,13 +421,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     action_size = int(np.prod(envs.single_action_space.shape))
     policy_net = SquashedGaussianPolicy(obs_size, action_size, args.hidden)
     actor = policy_net.actor
-    qf1, qf2 = (
-        QNetwork(obs_size, action_size, args.hidden),
-        QNetwork(obs_size, action_size, args.hidden),
-    )
-    qf1_target, qf2_target = (
-        QNetwork(obs_size, action_size, args.hidden),
-        QNetwork(obs_size, action_size, args.hidden),
+    qf1, qf2, qf1_target, qf2_target = (
+        QNetwork(obs_size, action_size, args.hidden, args.critic_layer_norm) for _ in range(4)
     )
     qf1_target.load_state_dict(qf1.state_dict())
     qf2_target.load_state_dict(qf2.state_dict())

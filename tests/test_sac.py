@@ -21,6 +21,7 @@ from helpers import (
 from gameon.baselines.common import Policy, load_checkpoint, load_policy
 from gameon.baselines.sac import (
     Args,
+    QNetwork,
     ReplayBuffer,
     SquashedGaussianPolicy,
     expert_demos,
@@ -140,8 +141,25 @@ def test_expert_demos_are_successful_training_transitions() -> None:
 
 
 def test_a_run_with_demos_names_them_in_its_summary(tmp_path: Path) -> None:
-    summary = train(tiny_args(tmp_path / "run", total_timesteps=200, demo_episodes=1))
+    args = tiny_args(tmp_path / "run", total_timesteps=200, demo_episodes=1, critic_layer_norm=True)
+    summary = train(args)
     assert summary["demo_episodes"] == 1 and summary["demo_success"] == 1.0
+    _, _, payload = load_checkpoint(summary["checkpoint"])
+    assert payload["args"]["critic_layer_norm"] is True
+
+
+def test_layer_norm_bounds_q_values_far_from_the_data() -> None:
+    """With LayerNorm, |Q| <= |w_out| sqrt(width) + |b_out| for any input; without, Q grows."""
+    torch.manual_seed(0)
+    obs, actions = torch.randn(256, 7), torch.rand(256, 3) * 2 - 1
+    plain = QNetwork(7, 3, (32, 32))
+    normed = QNetwork(7, 3, (32, 32), layer_norm=True)
+    out = normed.net[-1]
+    bound = float(out.weight.detach().norm() * 32**0.5 + out.bias.detach().abs())
+    with torch.no_grad():
+        for scale in (1.0, 1e3, 1e6):
+            assert normed(obs * scale, actions).abs().max() <= bound
+        assert plain(obs * 1e6, actions).abs().max() > 1e3 * bound
 
 
 def last_alpha(run_dir: Path) -> float:
