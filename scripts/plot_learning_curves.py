@@ -17,6 +17,7 @@ steps all runs evaluated. Example (the README's figure):
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -24,6 +25,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+COLUMNS = 4
+"""Panels per row of the figure."""
 
 
 def read_curve(run_dir: Path) -> tuple[list[int], list[float]]:
@@ -65,9 +70,13 @@ def parse_group(text: str) -> tuple[str, list[Path]]:
 
 
 def plot(out: Path, groups: list[tuple[str, list[Path]]]) -> None:
-    """One panel per group: each run's curve and the mean over runs."""
-    figure, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.4), squeeze=False)
-    for axis, (title, run_dirs) in zip(axes[0], groups, strict=True):
+    """One panel per group, COLUMNS to a row: each run's curve and the mean over runs."""
+    rows = math.ceil(len(groups) / COLUMNS)
+    columns = min(len(groups), COLUMNS)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 3.4 * rows), squeeze=False)
+    for axis in axes.flat[len(groups) :]:
+        axis.set_visible(False)
+    for axis, (title, run_dirs) in zip(axes.flat, groups, strict=False):  # spare axes hidden
         curves = {run_dir.name: read_curve(run_dir) for run_dir in run_dirs}
         for name, (steps, rates) in curves.items():
             axis.plot(steps, rates, marker=".", linewidth=1, alpha=0.6, label=name)
@@ -79,6 +88,7 @@ def plot(out: Path, groups: list[tuple[str, list[Path]]]) -> None:
             ]
             axis.plot(shared, mean, color="black", linewidth=2.5, label="mean")
         axis.set(title=title, xlabel="env steps", ylabel="eval success", ylim=(-0.03, 1.03))
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda steps, _: f"{steps / 1000:g}k"))
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     figure.tight_layout()
