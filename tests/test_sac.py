@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -149,7 +148,8 @@ def test_a_run_with_demos_names_them_in_its_summary(tmp_path: Path) -> None:
 
 
 def test_layer_norm_bounds_q_values_far_from_the_data() -> None:
-    """With LayerNorm, |Q| <= |w_out| sqrt(width) + |b_out| for any input; without, Q grows."""
+    """With LayerNorm at its initial unit gain, |Q| <= |w_out| sqrt(width) + |b_out| for any
+    input; without it, Q grows with the input."""
     torch.manual_seed(0)
     obs, actions = torch.randn(256, 7), torch.rand(256, 3) * 2 - 1
     plain = QNetwork(7, 3, (32, 32))
@@ -173,8 +173,11 @@ def last_alpha(run_dir: Path) -> float:
 def test_target_entropy_steers_the_temperature(tmp_path: Path) -> None:
     """Above the policy's entropy the temperature rises from its start (0.2); far below, falls."""
     for name, target in (("high", 10.0), ("low", -50.0)):
-        args = tiny_args(tmp_path / name, target_entropy=target, log_every=10)
-        train(dataclasses.replace(args, eval_episodes_per_skill=1))
+        train(
+            tiny_args(
+                tmp_path / name, target_entropy=target, log_every=10, eval_episodes_per_skill=1
+            )
+        )
     assert last_alpha(tmp_path / "high") > 0.2 > last_alpha(tmp_path / "low")
 
 
