@@ -1,5 +1,7 @@
-"""What every baseline shares: flat observations, a running normaliser, the goal-conditioned actor
-and the checkpoint format that turns a saved actor back into a policy callable.
+"""What every baseline shares: flat observations, a running normaliser, the goal-conditioned actors
+(`Actor`, one action per observation; `ChunkedActor`, the next `chunk_length` actions, acted
+through `ChunkingPolicy`'s temporal ensemble) and the checkpoint format that turns a saved actor
+back into a policy callable.
 
 One file per algorithm stays readable top to bottom; only the pieces a reloaded policy needs (so
 that the experimenter can run any learner's checkpoint as a skill) and the plumbing around run
@@ -32,6 +34,7 @@ from gameon.envs.world import PROPRIO_SIZE, state_size
 from gameon.experimenter.curriculum import (
     CURRICULA,
     Curriculum,
+    Outcome,
     curriculum_for_env,
     make_curriculum,
     save_curriculum,
@@ -41,8 +44,11 @@ from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
-CHECKPOINT_FORMAT = "gameon-policy-v2"
-"""v2: flat observations end with the instruction's blocks relative to the TCP."""
+CHECKPOINT_FORMAT = "gameon-policy-v3"
+"""v2: flat observations end with the instruction's blocks relative to the TCP. v3: adds
+`actor_kind` ("mlp" or "chunked") and, for chunked actors, chunk_length, binary_gripper and
+ensemble_decay. Both load; v2 checkpoints hold `Actor`s."""
+READABLE_FORMATS = ("gameon-policy-v2", CHECKPOINT_FORMAT)
 _SLOTS = slice(len(SKILLS), len(SKILLS) + MAX_TOWER * len(COLOURS))
 Policy = Callable[[dict[str, np.ndarray]], np.ndarray]
 
@@ -149,11 +155,151 @@ class Actor(nn.Module):
         return torch.tanh(mean) if self.squash else mean
 
 
+class ChunkedActor(nn.Module):
+    """MLP from the flat (normalised) observation to the next `chunk_length` actions (ACT's action
+    chunks, Zhao et al. 2023), acted through `ChunkingPolicy`'s temporal ensemble.
+
+    `forward` gives (..., chunk_length, action_size): the continuous dims (all but the last: vx,
+    vy, vz, yaw) tanh-squashed; the last, the gripper (-1 open, +1 closed), a logit of "closed" if
+    `binary_gripper`, else tanh-squashed like the rest. With chunk_length=1 and
+    binary_gripper=False it is `Actor(squash=True)` with a chunk axis of length 1 (same layers,
+    same state_dict keys). `ensemble_decay` is not trained: it travels with the actor (and its
+    checkpoint) so that `make_policy(actor, normalizer)` knows how to ensemble.
+    """
+
+    squash = True
+
+    def __init__(
+        self,
+        obs_size: int,
+        action_size: int,
+        hidden: tuple[int, ...] = (256, 256),
+        chunk_length: int = 8,
+        binary_gripper: bool = True,
+        ensemble_decay: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if chunk_length < 1:
+            raise ValueError(f"chunk_length must be >= 1, got {chunk_length}")
+        layers: list[nn.Module] = []
+        size = obs_size
+        for width in hidden:
+            layers += [nn.Linear(size, width), nn.Tanh()]
+            size = width
+        layers.append(nn.Linear(size, chunk_length * action_size))
+        self.net = nn.Sequential(*layers)
+        self.obs_size, self.action_size = obs_size, action_size
+        self.hidden, self.chunk_length = tuple(hidden), chunk_length
+        self.binary_gripper, self.ensemble_decay = binary_gripper, float(ensemble_decay)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self.net(obs).unflatten(-1, (self.chunk_length, self.action_size))
+        if not self.binary_gripper:
+            return torch.tanh(out)
+        return torch.cat((torch.tanh(out[..., :-1]), out[..., -1:]), dim=-1)
+
+
+class ActorPolicy:
+    """An `Actor`'s deterministic `observation -> action` (single or batched observations), with
+    torch on the live actor; `reset()` does nothing (it has no memory)."""
+
+    def __init__(self, actor: Actor, normalizer: Normalizer | None) -> None:
+        self.actor, self.normalizer = actor, normalizer
+
+    def reset(self) -> None:
+        """Nothing to clear."""
+
+    def __call__(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        x = flat_observation(observation)
+        if self.normalizer is not None:
+            x = self.normalizer(x)
+        with torch.no_grad():
+            action = self.actor(torch.as_tensor(x)).numpy()
+        return np.clip(action, -1.0, 1.0)
+
+
+class ChunkingPolicy:
+    """Acts a `ChunkedActor` with ACT's temporal ensembling, on single (unbatched) observations.
+
+    Every step queries the network for a chunk of the next `chunk_length` actions and keeps the
+    last `chunk_length` chunks; the action is the weighted average of every kept chunk's
+    prediction for the current step, with weights exp(-ensemble_decay * i), i = 0 for the oldest
+    prediction, 1 for the next... (as ACT indexes them): a positive decay favours older
+    predictions (ACT uses 0.01), a negative one the newest, 0 weighs all equally. The gripper
+    ensembles the probabilities of "closed" and acts +1 (closed) above 0.5, else -1.
+
+    `reset()` clears the kept chunks: call it at the start of every episode (`evaluate` does). A
+    change of the observation's goal clears them too, so a policy reused across the skills of one
+    episode never mixes chunks of two instructions. The forward pass is a NumPy snapshot of the
+    actor's weights at construction (about 10-20 us a step on one core).
+    """
+
+    def __init__(
+        self,
+        actor: ChunkedActor,
+        normalizer: Normalizer | None,
+        ensemble_decay: float | None = None,
+    ) -> None:
+        self.normalizer = normalizer
+        self.chunk_length, self.action_size = actor.chunk_length, actor.action_size
+        self.binary_gripper = actor.binary_gripper
+        self.ensemble_decay = actor.ensemble_decay if ensemble_decay is None else ensemble_decay
+        self._layers = [
+            (m.weight.detach().cpu().numpy().T.copy(), m.bias.detach().cpu().numpy().copy())
+            for m in actor.net
+            if isinstance(m, nn.Linear)
+        ]
+        weights = np.exp(-self.ensemble_decay * np.arange(self.chunk_length))
+        # with n chunks kept: the normalised weights and each chunk's age, oldest first
+        self._weights = [weights[:n] / weights[:n].sum() for n in range(self.chunk_length + 1)]
+        self._ages = [np.arange(n - 1, -1, -1) for n in range(self.chunk_length + 1)]
+        self._chunks = np.zeros((self.chunk_length, self.chunk_length, self.action_size))
+        self._count, self._goal = 0, None
+
+    def reset(self) -> None:
+        """Forget the kept chunks (the next step acts on its own chunk alone)."""
+        self._count, self._goal = 0, None
+
+    def chunk(self, x: np.ndarray) -> np.ndarray:
+        """(chunk_length, action_size) predictions from one normalised flat observation: the
+        continuous dims in [-1, 1], the gripper as the probability of "closed" if binary."""
+        for weight, bias in self._layers[:-1]:
+            x = np.tanh(x @ weight + bias)
+        weight, bias = self._layers[-1]
+        out = (x @ weight + bias).reshape(self.chunk_length, self.action_size)
+        if not self.binary_gripper:
+            return np.tanh(out)
+        out[:, :-1] = np.tanh(out[:, :-1])
+        out[:, -1] = 0.5 + 0.5 * np.tanh(0.5 * out[:, -1])  # the sigmoid, without overflow
+        return out
+
+    def __call__(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        goal = observation["goal"]
+        if goal.ndim != 1:
+            raise ValueError("a ChunkingPolicy acts on one (unbatched) observation at a time")
+        if self._goal is not None and not np.array_equal(goal, self._goal):
+            self.reset()
+        self._goal = goal.copy()
+        x = flat_observation(observation)
+        if self.normalizer is not None:
+            x = self.normalizer(x)
+        length = self.chunk_length
+        self._chunks[self._count % length] = self.chunk(x)
+        self._count += 1
+        n = min(self._count, length)
+        ages = self._ages[n]  # the oldest kept chunk first: it was predicted ages[0] steps ago
+        predictions = self._chunks[(self._count - 1 - ages) % length, ages]
+        action = self._weights[n] @ predictions
+        if self.binary_gripper:
+            action[-1] = 1.0 if action[-1] > 0.5 else -1.0
+        return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+
 def save_checkpoint(
     path: str | Path,
     algo: str,
     env_id: str,
-    actor: Actor,
+    actor: Actor | ChunkedActor,
     normalizer: Normalizer | None,
     args: dict,
     extra: dict | None = None,
@@ -170,19 +316,26 @@ def save_checkpoint(
         "action_size": actor.action_size,
         "hidden": list(actor.hidden),
         "squash": actor.squash,
+        "actor_kind": "chunked" if isinstance(actor, ChunkedActor) else "mlp",
         "actor": actor.state_dict(),
         "normalizer": None if normalizer is None else normalizer.to_dict(),
         "args": args,
         "extra": extra or {},
     }
+    if isinstance(actor, ChunkedActor):
+        payload["chunk_length"] = actor.chunk_length
+        payload["binary_gripper"] = actor.binary_gripper
+        payload["ensemble_decay"] = actor.ensemble_decay
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(payload, tmp)
     tmp.replace(path)
     return path
 
 
-def load_checkpoint(path: str | Path) -> tuple[Actor, Normalizer | None, dict]:
-    """Read a checkpoint; a missing, corrupt or foreign file raises ValueError saying which."""
+def load_checkpoint(path: str | Path) -> tuple[Actor | ChunkedActor, Normalizer | None, dict]:
+    """Read a checkpoint (format v2 or v3); a missing, corrupt or foreign file raises ValueError
+    saying which. The actor is a `ChunkedActor` (with its saved ensemble_decay) if it was saved
+    as one, else an `Actor`."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no checkpoint at {path}")
@@ -190,11 +343,26 @@ def load_checkpoint(path: str | Path) -> tuple[Actor, Normalizer | None, dict]:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, ValueError) as error:
         raise ValueError(f"{path} is not a readable checkpoint ({error})") from None
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a GameOn policy checkpoint (format {CHECKPOINT_FORMAT})")
-    actor = Actor(
-        payload["obs_size"], payload["action_size"], tuple(payload["hidden"]), payload["squash"]
-    )
+    if not isinstance(payload, dict) or payload.get("format") not in READABLE_FORMATS:
+        raise ValueError(
+            f"{path} is not a GameOn policy checkpoint (format {' or '.join(READABLE_FORMATS)})"
+        )
+    kind = payload.get("actor_kind", "mlp")
+    if kind == "chunked":
+        actor: Actor | ChunkedActor = ChunkedActor(
+            payload["obs_size"],
+            payload["action_size"],
+            tuple(payload["hidden"]),
+            chunk_length=payload["chunk_length"],
+            binary_gripper=payload["binary_gripper"],
+            ensemble_decay=payload["ensemble_decay"],
+        )
+    elif kind == "mlp":
+        actor = Actor(
+            payload["obs_size"], payload["action_size"], tuple(payload["hidden"]), payload["squash"]
+        )
+    else:
+        raise ValueError(f"{path}: unknown actor kind {kind!r}")
     try:
         actor.load_state_dict(payload["actor"])
     except RuntimeError as error:
@@ -205,22 +373,34 @@ def load_checkpoint(path: str | Path) -> tuple[Actor, Normalizer | None, dict]:
     return actor, normalizer, payload
 
 
-def make_policy(actor: Actor, normalizer: Normalizer | None) -> Policy:
-    """A deterministic `observation -> action` callable (single or batched observations).
+def warm_start(actor: nn.Module, path: str | Path) -> Normalizer | None:
+    """Copy a checkpoint's actor weights into `actor` (continued training); return the
+    checkpoint's normaliser, which the continued run must keep so the weights see the inputs
+    they were trained on. A different architecture is a ValueError naming both."""
+    saved, normalizer, _ = load_checkpoint(path)
+    mine = {k: tuple(v.shape) for k, v in actor.state_dict().items()}
+    theirs = {k: tuple(v.shape) for k, v in saved.state_dict().items()}
+    if type(saved) is not type(actor) or mine != theirs:
+        raise ValueError(
+            f"init checkpoint {path} holds a {type(saved).__name__} {theirs}, which does not "
+            f"match this run's {type(actor).__name__} {mine}"
+        )
+    actor.load_state_dict(saved.state_dict())
+    return normalizer
 
-    On a small CPU, call `torch.set_num_threads(1)` first: one observation through a small MLP
-    runs ~40x faster that way on 2 cores than with threads contending.
+
+def make_policy(actor: Actor | ChunkedActor, normalizer: Normalizer | None) -> Policy:
+    """A new, independent deterministic `observation -> action` callable with a `reset()`.
+
+    A `ChunkedActor` gives a `ChunkingPolicy` (temporal ensembling with the actor's
+    ensemble_decay, single observations; reset it at every episode start), an `Actor` an
+    `ActorPolicy` (single or batched observations; reset does nothing). On a small CPU, call
+    `torch.set_num_threads(1)` first: one observation through a small MLP runs ~40x faster that
+    way on 2 cores than with threads contending.
     """
-
-    def policy(observation: dict[str, np.ndarray]) -> np.ndarray:
-        x = flat_observation(observation)
-        if normalizer is not None:
-            x = normalizer(x)
-        with torch.no_grad():
-            action = actor(torch.as_tensor(x)).numpy()
-        return np.clip(action, -1.0, 1.0)
-
-    return policy
+    if isinstance(actor, ChunkedActor):
+        return ChunkingPolicy(actor, normalizer)
+    return ActorPolicy(actor, normalizer)
 
 
 def load_policy(path: str | Path) -> Policy:
@@ -283,7 +463,7 @@ def default_run_dir(algo: str, name: str, seed: int) -> Path:
 def evaluate_and_save(
     algo: str,
     args: Any,
-    actor: Actor,
+    actor: Actor | ChunkedActor,
     normalizer: Normalizer,
     run_dir: Path,
     global_step: int,
@@ -291,8 +471,9 @@ def evaluate_and_save(
     on_eval: Callable[[Policy, EvalReport, int], None] | None,
     curriculum: Curriculum,
 ) -> EvalReport:
-    """Score an online learner's deterministic policy on the shared suite; write eval.json,
-    checkpoint.pt and curriculum.json (the curriculum's state, also in the checkpoint's extra).
+    """Score an online learner's deterministic policy on the shared suite, tell the curriculum
+    (`update_evaluation`); write eval.json, checkpoint.pt and curriculum.json (the curriculum's
+    state, also in the checkpoint's extra).
 
     `args` is the learner's Args dataclass: saved whole in the checkpoint, and read for env_id,
     reward_mode, eval_episodes_per_skill, capture_video (an MP4 per evaluation in
@@ -309,6 +490,9 @@ def evaluate_and_save(
     )
     actor.train()
     torch.set_num_threads(args.torch_threads)
+    curriculum.update_evaluation(
+        [Outcome(e.instruction, e.success, e.episode_return) for e in report.episodes]
+    )
     record = {**report.to_dict(), "global_step": global_step}
     (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
     save_checkpoint(
@@ -332,7 +516,7 @@ def evaluate_and_save(
 
 
 def evaluate_actor(
-    actor: Actor,
+    actor: Actor | ChunkedActor,
     normalizer: Normalizer,
     env_id: str,
     episodes_per_skill: int,
@@ -360,9 +544,18 @@ def make_training_curriculum(args: Any, run_dir: Path | None = None) -> Curricul
     """An online learner's curriculum from its Args (ppo and sac share the fields); a ValueError
     says why it cannot train there.
 
-    vlm: its transcript goes to run_dir/transcript.jsonl (none while run_dir is None).
+    vlm: its transcript goes to run_dir/transcript.jsonl (none while run_dir is None). The budget
+    the curriculum is told (hand sizes its `window_share` stages with it) is
+    `episode_budget(env_id, total_timesteps, num_envs, max_episode_steps)`: a lower bound on the
+    training episodes the run reports, since episodes that end at success are shorter. The
+    controls aim at the env's own target skills.
     """
+    from gameon.experimenter.curriculum import episode_budget
+
     seed = args.seed if args.curriculum_seed is None else args.curriculum_seed
+    budget = episode_budget(
+        args.env_id, args.total_timesteps, args.num_envs, args.max_episode_steps
+    )
     vlm_options = None
     if args.curriculum == "vlm":
         vlm_options = {
@@ -380,6 +573,7 @@ def make_training_curriculum(args: Any, run_dir: Path | None = None) -> Curricul
         hand_path=args.hand_curriculum,
         targets_only=args.curriculum_tasks == "targets",
         vlm_options=vlm_options,
+        budget=budget,
     )
 
 

@@ -11,6 +11,13 @@ observations `state` + `goal`, actions, the env's rewards, terminations, truncat
 `infos["success"]`) and `episodes.json`, the per-episode record of instruction, skill, policy,
 noise, seed and success. The same record is in Minari's per-episode metadata.
 
+`load` reads every episode into flat transition arrays (`OfflineData`) and splits episodes into
+segments: a segment ends at a step whose termination or truncation flag is set, or at the
+episode's end, and succeeded if that step's termination flag is set (the experimenter's
+embodiment writes one segment per skill of a multi-skill episode; `collect` writes one per
+episode). `chunk_indices` gives each transition's chunk of target rows within its segment, for
+the action-chunking learners. Other per-step infos and per-episode metadata are ignored.
+
 Minari's `DataCollector` needs jax to buffer steps, so episodes are buffered here as numpy
 arrays and written with `minari.create_dataset_from_buffers` once collection has finished.
 Nothing is ever downloaded: loading uses `minari.load_dataset(..., download=False)`.
@@ -110,6 +117,13 @@ class OfflineData:
     """(N,) int64: index of the transition's skill in `language.SKILLS`"""
     episodes: np.ndarray
     """(N,) int64: Minari episode id of the transition"""
+    segments: np.ndarray
+    """(N,) int64: segment id, unique across the dataset, numbered in order. A segment is a run of
+    steps ending at a step whose termination or truncation flag is set, or at the episode's end
+    (a multi-skill episode of the embodiment holds one segment per skill; the goal changes at the
+    boundary); a segment's transitions are contiguous rows"""
+    segment_success: np.ndarray
+    """(N,) bool: the transition's segment succeeded (its last step's termination flag is set)"""
 
     @property
     def size(self) -> int:
@@ -120,6 +134,24 @@ class OfflineData:
     def num_episodes(self) -> int:
         """Number of distinct episodes."""
         return int(np.unique(self.episodes).size)
+
+    @property
+    def num_segments(self) -> int:
+        """Number of distinct segments."""
+        return int(np.unique(self.segments).size)
+
+    def subset(self, rows: np.ndarray) -> OfflineData:
+        """The transitions at `rows` (a boolean mask or sorted indices) as a new OfflineData.
+
+        Keep or drop whole segments (e.g. `data.subset(data.segment_success)`), so that every
+        kept segment stays contiguous.
+        """
+        arrays = {
+            name: getattr(self, name)[rows]
+            for name, value in vars(self).items()
+            if isinstance(value, np.ndarray)
+        }
+        return OfflineData(dataset_id=self.dataset_id, env_id=self.env_id, **arrays)
 
     @property
     def obs_size(self) -> int:
@@ -355,10 +387,11 @@ def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineDat
             key: []
             for key in (
                 "observations", "actions", "rewards", "next_observations",
-                "terminals", "timeouts", "skills", "episodes",
+                "terminals", "timeouts", "skills", "episodes", "segments", "segment_success",
             )
         }  # fmt: skip
-        for episode in dataset.iterate_episodes():
+        first_segment = 0
+        for episode in dataset.iterate_episodes():  # infos beyond what is read here are ignored
             flat = flat_observation(episode.observations)
             length = len(episode.rewards)
             skill = np.argmax(episode.observations["goal"][:length, : len(language.SKILLS)], 1)
@@ -370,10 +403,41 @@ def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineDat
             columns["timeouts"].append(np.asarray(episode.truncations, bool))
             columns["skills"].append(skill.astype(np.int64))
             columns["episodes"].append(np.full(length, episode.id, np.int64))
+            terminations = np.asarray(episode.terminations, bool)
+            ends = terminations | np.asarray(episode.truncations, bool)
+            ends[-1] = True  # the episode's end closes its last segment
+            segment = np.concatenate(([0], np.cumsum(ends[:-1]))).astype(np.int64)
+            columns["segments"].append(first_segment + segment)
+            columns["segment_success"].append(terminations[ends][segment])
+            first_segment += int(segment[-1]) + 1
     if not columns["rewards"]:
         raise ValueError(f"dataset {dataset_id} has no episodes")
     arrays = {key: np.concatenate(values) for key, values in columns.items()}
     return OfflineData(dataset_id=dataset_id, env_id=env_id, **arrays)
+
+
+def chunk_indices(segments: np.ndarray, chunk_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of each transition's chunk of targets, and which of them are real.
+
+    For row i: rows i, i + 1, ..., i + chunk_length - 1, each clamped to the last row of i's
+    segment, so that a chunk never crosses a segment boundary (nor the end of the data); the mask
+    is False on the clamped entries beyond the segment's end (padding, as ACT pads and masks).
+    `segments` must hold each segment's rows contiguously (as `load` and `subset` keep them).
+    Returns ((N, chunk_length) int64 rows, (N, chunk_length) bool mask).
+    """
+    if chunk_length < 1:
+        raise ValueError(f"chunk_length must be >= 1, got {chunk_length}")
+    n = len(segments)
+    if n == 0:
+        return np.zeros((0, chunk_length), np.int64), np.zeros((0, chunk_length), bool)
+    starts = np.flatnonzero(np.diff(segments)) + 1
+    if len(np.unique(segments)) != len(starts) + 1:
+        raise ValueError("each segment's rows must be contiguous")
+    lengths = np.diff(np.concatenate(([0], starts, [n])))
+    last = np.repeat(np.concatenate((starts, [n])) - 1, lengths)
+    rows = np.arange(n)[:, None] + np.arange(chunk_length)[None, :]
+    mask = rows <= last[:, None]
+    return np.minimum(rows, last[:, None]), mask
 
 
 def check_compatible(data: OfflineData, env: gym.Env) -> None:

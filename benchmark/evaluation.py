@@ -2,7 +2,9 @@
 
 A suite is a fixed list of (instruction, seed) pairs per env: for every skill the env practises,
 `episodes_per_skill` instructions sampled from a seeded generator, each with its own reset seed.
-A policy is any callable from one observation dict to one action; success is the oracle's
+A policy is any callable from one observation dict to one action; a policy with memory across
+steps (e.g. the temporal ensemble of `baselines.common.ChunkingPolicy`) may also have a `reset()`
+method, which `evaluate` calls at the start of every episode. Success is the oracle's
 `info["success"]` at the end of the episode, reported per skill as counts and rates.
 """
 
@@ -125,6 +127,8 @@ def evaluate(
 ) -> EvalReport:
     """Run a policy on every task of the suite; `on_frame` receives rendered frames if given.
 
+    A policy with a `reset()` method has it called at the start of every episode.
+
     With `video`, the episodes are also filmed one after another into that MP4 file (its folder is
     created) at the env's render fps; this needs imageio and its ffmpeg plugin.
     """
@@ -138,8 +142,11 @@ def evaluate(
         if video is not None:
             frame_sinks.append(stack.enter_context(_video_writer(video, env)).append_data)
         episodes = []
+        reset_policy = getattr(policy, "reset", None)
         for task in suite:
             observation, info = env.reset(seed=task.seed, options={"instruction": task.instruction})
+            if reset_policy is not None:
+                reset_policy()
             episode_return, length, done = 0.0, 0, False
             while not done:
                 observation, reward, terminated, truncated, info = env.step(policy(observation))

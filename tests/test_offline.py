@@ -199,7 +199,13 @@ def test_tiny_iql_run_writes_logs_checkpoint_and_eval(root: Path, tmp_path: Path
     )
     summary = iql.train(args)
     check_run(summary, "iql", "GameOn/Lift-v0")
-    assert set(summary["final_losses"]) == {"value_loss", "critic_loss", "actor_loss"}
+    assert set(summary["final_losses"]) == {
+        "value_loss",
+        "critic_loss",
+        "actor_loss",
+        "continuous_loss",
+        "gripper_loss",
+    }
     assert all(np.isfinite(v) for v in summary["final_losses"].values())
 
 
@@ -220,8 +226,10 @@ def test_corrupt_checkpoint_is_a_value_error(tmp_path: Path) -> None:
 
 
 def test_bc_learns_reach_from_expert_episodes(tmp_path: Path) -> None:
-    """About 20 s: 200 expert Reach episodes, 4000 updates; the clone succeeds clearly above
-    zero (0.30 to 0.45 over 20 suite episodes for seeds 1 to 3)."""
+    """200 expert Reach episodes, 4000 updates; the clone succeeds clearly above zero. With the
+    default action chunks (8, binary gripper, ensemble decay -0.1): 1.00 over 20 suite episodes
+    for seeds 1 to 3; the plain one-action actor (--chunk-length 1 --no-binary-gripper) scored
+    0.30 to 0.45."""
     datasets.collect(
         datasets.Args(
             env_id="GameOn/Reach-v0",
@@ -240,4 +248,4 @@ def test_bc_learns_reach_from_expert_episodes(tmp_path: Path) -> None:
             run_dir=str(tmp_path / "bc"),
         )
     )
-    assert summary["eval"]["success_rate"] >= 0.15
+    assert summary["eval"]["success_rate"] >= 0.8
