@@ -15,13 +15,14 @@ With dense reward, training episodes do not end at success unless asked: a near-
 pays almost 1 per step, so an episode cut off at success (1, then nothing) would be worth less
 than hovering just outside success for the rest of the episode. Evaluation always ends there.
 
-Every training episode's instruction comes from one curriculum (`--curriculum fixed|hand|lp|vlm`,
-see `gameon.experimenter.curriculum`) living in this process: the vector env is built with
-`make_curriculum_vec_env`, which proposes each episode's instruction (sync and async alike) and
-reports how it went exactly once. The default, `fixed`, is uniform over the env's instructions;
-before curricula the env sampled a skill uniformly and then an instruction of it, so on a
-multi-skill env the mix of instructions differs slightly (uniform over instructions, not skills).
-Evaluation never uses the curriculum: it runs the shared suite. The curriculum's `state_dict()`
+Every training episode's instruction comes from one curriculum (`--curriculum`: fixed, hand, lp,
+vlm or a control, see `gameon.experimenter.curriculum`) living in this process: the vector env
+is built with `make_curriculum_vec_env`, which proposes each episode's instruction (sync and async
+alike) and reports how it went exactly once. The default, `fixed`, is uniform over the env's
+instructions; before curricula the env sampled a skill uniformly and then an instruction of it,
+so on a multi-skill env the mix of instructions differs slightly (uniform over instructions, not
+skills). Evaluation never uses the curriculum: it runs the shared suite; its outcomes are reported
+to the curriculum (`update_evaluation`). The curriculum's `state_dict()`
 is saved with each checkpoint (in `extra["curriculum"]`) and in run_dir/curriculum.json;
 TensorBoard gets training success per skill and, for hand, `curriculum/stage`, for lp, the
 sampling probability of each skill (`curriculum/p_{skill}`, summed over its instructions).

@@ -6,21 +6,29 @@ task samplers all share a propose/update contract), so the harness treats them a
 - `propose()` returns the canonical text of the next instruction to practise;
 - `update(instruction, success, episode_return)` reports how an episode of it went;
 - `propose_batch(n)` and `update_batch(outcomes)` do the same for loops that collect many
-  episodes per iteration;
+  episodes per iteration (the learner's own attempts);
+- `update_evaluation(outcomes)` reports the learner's evaluation episodes after a retraining, one
+  per suite episode (by default the same as `update_batch`);
 - `state_dict()` / `load_state_dict(state)` save and restore everything, the random generator
-  included, so a resumed run proposes exactly what the uninterrupted one would have.
+  included, so a resumed run proposes exactly what the uninterrupted one would have;
+- `label`, `usage()`, `brief()` and `scalars()` say how results are labelled, what a VLM was
+  asked, and what to put in a summary and plot over training.
 
-Three curricula live here: `fixed` (uniform over a task set), `hand` (stages read from a TOML
-file, advanced on a success rate) and `lp` (learning progress); the fourth, `vlm`, lives in
-`vlm_curriculum.py`. `make_curriculum` builds any of them by name. An outcome whose instruction
-parses but is not among a curriculum's tasks is ignored.
+Curricula here: `fixed` (uniform over a task set), `hand` (stages read from a TOML file, advanced
+on a success rate), `lp` (learning progress, per task or per skill) and two controls that check
+the harness itself: `positive_control` (privileged: practises the first not yet mastered skill of
+the target's prerequisite chain, read from the learner's evaluations) and `negative_control`
+(spends the budget on reach and push tasks the target does not need). The `vlm` curriculum lives
+in `vlm_curriculum.py`. `make_curriculum` builds any of them by name; a new curriculum is one
+class plus one line in `_REGISTRY`. An outcome whose instruction parses but is not among a
+curriculum's tasks is ignored.
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,7 +46,33 @@ except ModuleNotFoundError:  # Python 3.10
 
 HAND_CURRICULUM_TOML = Path(__file__).with_name("hand_curriculum.toml")
 """The shipped hand-designed curriculum: reach -> lift -> place -> stack -> tower."""
-CURRICULA = ("fixed", "hand", "lp", "vlm")
+DEFAULT_MIN_WINDOW = 3
+"""Smallest window a `window_share` stage gets when the TOML sets no `min_window`."""
+LP_GROUPS = ("task", "skill")
+"""What the lp curriculum keeps learning progress of: each task, or each skill (shared)."""
+PREREQUISITES: dict[str, tuple[str, ...]] = {
+    "reach": ("reach",),
+    "lift": ("lift",),
+    "push": ("push",),
+    "place": ("lift", "place"),
+    "stack": ("lift", "stack"),
+    "unstack": ("lift", "unstack"),
+    "tower": ("lift", "stack", "tower"),
+}
+"""Each skill's prerequisite chain, ending with the skill itself (what the positive control
+knows)."""
+DISTRACTOR_SKILLS = ("reach", "push")
+"""The skills the negative control may practise, outside the target's chain."""
+NO_VLM_USAGE: dict[str, Any] = {
+    "backend": None,
+    "model": None,
+    "calls": 0,
+    "prompt_tokens": 0,
+    "completion_tokens": 0,
+    "cost_usd": 0.0,
+    "fallbacks": 0,
+}
+"""The VLM usage of a curriculum that asks no model (the keys of benchmark.records.VLMUsage)."""
 
 
 @dataclass(frozen=True)
@@ -102,12 +136,50 @@ def _check_state(state: Mapping[str, Any], name: str, tasks: Sequence[str]) -> N
 
 
 class Curriculum(ABC):
-    """Proposes instruction texts and learns from episode outcomes; the batch forms loop."""
+    """Proposes instruction texts and learns from episode outcomes; the batch forms loop.
+
+    A subclass sets `name` and `tasks` (the canonical instructions it knows) and implements
+    propose/update/state_dict/load_state_dict; `build` is how `make_curriculum` constructs it.
+    """
 
     name: ClassVar[str]
+    tasks: tuple[str, ...]
 
     def __init__(self, seed: int | None = 0) -> None:
         self.rng = np.random.default_rng(seed)
+
+    @classmethod
+    def build(
+        cls,
+        tasks: Sequence[str] | None,
+        seed: int | None = 0,
+        *,
+        budget: int | None = None,
+        target_skills: Sequence[str] | None = None,
+        **options: Any,
+    ) -> Curriculum:
+        """Construct for `make_curriculum`: `cls(tasks, seed, **options)`; budget and
+        target_skills are ignored by curricula that do not read them."""
+        if tasks is None:
+            raise ValueError(f"the {cls.name} curriculum needs tasks, e.g. task_set(env_id)")
+        return cls(tasks, seed, **options)
+
+    @property
+    def label(self) -> str:
+        """How results of this curriculum are labelled (its name unless it says more)."""
+        return self.name
+
+    def usage(self) -> dict[str, Any]:
+        """What the curriculum asked of a VLM (the keys of records.VLMUsage): zeros here."""
+        return dict(NO_VLM_USAGE)
+
+    def brief(self) -> dict[str, Any]:
+        """A short, JSON-ready form of the curriculum's state for a run's summary."""
+        return {"tasks": len(self.tasks)}
+
+    def scalars(self) -> dict[str, float]:
+        """What to plot over training, by tag (nothing unless the curriculum says)."""
+        return {}
 
     @abstractmethod
     def propose(self) -> str:
@@ -137,6 +209,11 @@ class Curriculum(ABC):
         """Learn from several finished episodes, in order."""
         for outcome in outcomes:
             self.update(outcome.instruction, outcome.success, outcome.episode_return)
+
+    def update_evaluation(self, outcomes: Sequence[Outcome]) -> None:
+        """Learn from the learner's evaluation after a retraining, one outcome per suite episode;
+        by default the same as `update_batch`."""
+        self.update_batch(outcomes)
 
     def _rng_state(self) -> dict[str, Any]:
         return dict(self.rng.bit_generator.state)
@@ -190,11 +267,48 @@ class Stage:
             )
 
 
-_STAGE_KEYS = {"name", "skills", "instructions", "window", "threshold"}
-_TOP_KEYS = {"review", "stage"}
+_STAGE_KEYS = {"name", "skills", "instructions", "window", "window_share", "threshold"}
+_TOP_KEYS = {"review", "min_window", "stage"}
 
 
-def _stage_from_config(index: int, config: Mapping[str, Any], colours: tuple[str, ...]) -> Stage:
+def _check_budget(budget: int | None) -> None:
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+        raise ValueError(f"budget must be a whole number of outcomes or None, got {budget!r}")
+    if budget is not None and budget < 1:
+        raise ValueError(f"budget must be >= 1 outcomes, got {budget}")
+
+
+def _stage_window(
+    label: str, config: Mapping[str, Any], budget: int | None, min_window: int
+) -> Any:
+    """A stage's window: `window` as given, or max(min_window, round(window_share * budget))."""
+    if "window" in config and "window_share" in config:
+        raise ValueError(f"{label}: give 'window' or 'window_share', not both")
+    if "window" in config:
+        return config["window"]
+    if "window_share" not in config:
+        raise ValueError(
+            f"{label}: missing key 'window' (episodes) or 'window_share' (a fraction of the "
+            "run's budget)"
+        )
+    share = config["window_share"]
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
+        raise ValueError(f"{label}: window_share must be a number in (0, 1], got {share!r}")
+    if budget is None:
+        raise ValueError(
+            f"{label}: window_share needs the run's budget (the outcomes it will report); "
+            "pass budget=N"
+        )
+    return max(min_window, round(share * budget))
+
+
+def _stage_from_config(
+    index: int,
+    config: Mapping[str, Any],
+    colours: tuple[str, ...],
+    budget: int | None = None,
+    min_window: int = DEFAULT_MIN_WINDOW,
+) -> Stage:
     """Build a Stage from one [[stage]] table, naming whatever is missing or wrong."""
     label = f"stage {index}"
     if not isinstance(config, Mapping):
@@ -204,10 +318,11 @@ def _stage_from_config(index: int, config: Mapping[str, Any], colours: tuple[str
         raise ValueError(
             f"{label}: unknown keys {sorted(unknown)}; accepted keys: {sorted(_STAGE_KEYS)}"
         )
-    for key in ("name", "window", "threshold"):
+    for key in ("name", "threshold"):
         if key not in config:
             raise ValueError(f"{label}: missing key {key!r}")
     label = f"stage {index} ({config['name']!r})"
+    window = _stage_window(label, config, budget, min_window)
     if "skills" not in config and "instructions" not in config:
         raise ValueError(f"{label}: give 'skills', 'instructions' or both")
     skills = list(config.get("skills", []))
@@ -232,7 +347,7 @@ def _stage_from_config(index: int, config: Mapping[str, Any], colours: tuple[str
         return Stage(
             str(config["name"]),
             tuple(dict.fromkeys(tasks)),
-            config["window"],
+            window,
             config["threshold"],
         )
     except ValueError as error:
@@ -244,7 +359,10 @@ class HandCurriculum(Curriculum):
 
     Within a stage tasks are sampled uniformly; with probability `review` a task of an earlier
     stage is practised instead, so mastered skills are not forgotten. Only outcomes of the current
-    stage's tasks fill its window; the last stage never ends (`mastered` says when its rule holds).
+    stage's tasks fill its window (the learner's attempts and, through `update_evaluation`, its
+    evaluation episodes alike); the last stage never ends (`mastered` says when its rule holds).
+    A stage's window is a number of outcomes, or in the TOML a share of the run's budget (the
+    outcomes the run will report), so that it can fill within a short run.
     """
 
     name = "hand"
@@ -266,15 +384,19 @@ class HandCurriculum(Curriculum):
         path: str | Path = HAND_CURRICULUM_TOML,
         colours: int | Sequence[str] = 3,
         seed: int | None = 0,
+        budget: int | None = None,
     ) -> HandCurriculum:
-        """Read stages from a TOML file (see hand_curriculum.toml), raising ValueError if bad."""
+        """Read stages from a TOML file (see hand_curriculum.toml), raising ValueError if bad.
+
+        `budget`: the outcomes the run will report; stages that give `window_share` need it.
+        """
         with open(path, "rb") as file:
             try:
                 config = tomllib.load(file)
             except tomllib.TOMLDecodeError as error:
                 raise ValueError(f"{path}: not valid TOML: {error}") from None
         try:
-            return cls.from_config(config, colours, seed)
+            return cls.from_config(config, colours, seed, budget)
         except ValueError as error:
             raise ValueError(f"{path}: {error}") from None
 
@@ -284,20 +406,55 @@ class HandCurriculum(Curriculum):
         config: Mapping[str, Any],
         colours: int | Sequence[str] = 3,
         seed: int | None = 0,
+        budget: int | None = None,
     ) -> HandCurriculum:
-        """Build from the parsed TOML document: optional `review`, a list of `stage` tables."""
+        """Build from the parsed TOML document: optional `review` and `min_window`, a list of
+        `stage` tables. A stage's `window_share` becomes a window of
+        max(min_window, round(window_share * budget)) outcomes (ValueError without a budget)."""
         unknown = set(config) - _TOP_KEYS
         if unknown:
             raise ValueError(f"unknown keys {sorted(unknown)}; accepted keys: {sorted(_TOP_KEYS)}")
+        _check_budget(budget)
         stages = config.get("stage")
         if not isinstance(stages, list) or not stages:
             raise ValueError("missing key 'stage': give at least one [[stage]] table")
+        min_window = config.get("min_window", DEFAULT_MIN_WINDOW)
+        if isinstance(min_window, bool) or not isinstance(min_window, int) or min_window < 1:
+            raise ValueError(f"min_window must be a positive integer, got {min_window!r}")
         scene = scene_colours(colours)
-        built = [_stage_from_config(i, stage, scene) for i, stage in enumerate(stages)]
+        built = [
+            _stage_from_config(i, stage, scene, budget, min_window)
+            for i, stage in enumerate(stages)
+        ]
         review = config.get("review", 0.1)
         if isinstance(review, bool) or not isinstance(review, (int, float)):
             raise ValueError(f"review must be a number in [0, 1], got {review!r}")
         return cls(built, seed, review)
+
+    @classmethod
+    def build(
+        cls,
+        tasks: Sequence[str] | None,
+        seed: int | None = 0,
+        *,
+        budget: int | None = None,
+        target_skills: Sequence[str] | None = None,
+        path: str | Path = HAND_CURRICULUM_TOML,
+        colours: int | Sequence[str] = 3,
+    ) -> HandCurriculum:
+        """Load the stages and check the target env accepts every task they may propose."""
+        curriculum = cls.from_toml(path, colours, seed, budget)
+        if tasks is not None:
+            allowed = set(_canonical_tasks(tasks))
+            for stage in curriculum.stages:
+                outside = [task for task in stage.tasks if task not in allowed]
+                if outside:
+                    raise ValueError(
+                        f"hand curriculum stage {stage.name!r} proposes tasks outside the given "
+                        f"tasks, e.g. {outside[0]!r}; use an env that accepts them "
+                        "(GameOn/MultiSkill-v0 accepts every skill) or another curriculum file"
+                    )
+        return curriculum
 
     @property
     def stage_name(self) -> str:
@@ -343,6 +500,7 @@ class HandCurriculum(Curriculum):
             "tasks": list(self.tasks),
             "stage": self.stage,
             "window": list(self.window),
+            "windows": [stage.window for stage in self.stages],
             "rng": self._rng_state(),
         }
 
@@ -350,21 +508,36 @@ class HandCurriculum(Curriculum):
         _check_state(state, self.name, self.tasks)
         if not 0 <= int(state["stage"]) < len(self.stages):
             raise ValueError(f"state stage {state['stage']} is not one of {len(self.stages)}")
+        windows = [stage.window for stage in self.stages]
+        if "windows" in state and list(state["windows"]) != windows:
+            raise ValueError(
+                f"state was saved with stage windows {list(state['windows'])}, this hand "
+                f"curriculum has {windows} (another budget?)"
+            )
         self.stage = int(state["stage"])
         self.window = [bool(success) for success in state["window"]]
         self._load_rng_state(state["rng"])
+
+    def brief(self) -> dict[str, Any]:
+        return {"stage": self.stage_name, "stage_index": self.stage, "mastered": self.mastered}
+
+    def scalars(self) -> dict[str, float]:
+        return {"curriculum/stage": float(self.stage)}
 
 
 class LearningProgressCurriculum(Curriculum):
     """Samples tasks whose success rate is changing: learning progress = |fast EMA - slow EMA|.
 
-    Each task keeps a fast and a slow exponential moving average of its success, both set to the
+    Each group keeps a fast and a slow exponential moving average of its success, both set to the
     first outcome. Their gap is large while success rises (or falls: forgetting) and vanishes once
-    it is flat, at 0 or at 1. With probability 1 - explore a task is drawn in proportion to its
-    progress (uniformly if no task shows any), otherwise uniformly. References: Matiisen et al.
-    2017, "Teacher-student curriculum learning"; Portelas et al. 2020, ALP-GMM; Kanitscheider et
-    al. 2021, "Multi-task curriculum learning in a complex, visual, hard-exploration domain:
-    Minecraft", whose fast/slow EMA estimate this follows.
+    it is flat, at 0 or at 1. With probability 1 - explore a group is drawn in proportion to its
+    progress (uniformly if no group shows any), otherwise uniformly; then a task of the group,
+    uniformly. With `group="task"` (the default) each task is its own group. With
+    `group="skill"` the tasks of a skill share one pair of EMAs: a short run (~60 outcomes over
+    ~60 tasks) moves per-task EMAs barely at all, per-skill ones react within it. References:
+    Matiisen et al. 2017, "Teacher-student curriculum learning"; Portelas et al. 2020, ALP-GMM;
+    Kanitscheider et al. 2021, "Multi-task curriculum learning in a complex, visual,
+    hard-exploration domain: Minecraft", whose fast/slow EMA estimate this follows.
     """
 
     name = "lp"
@@ -376,30 +549,53 @@ class LearningProgressCurriculum(Curriculum):
         fast: float = 0.1,
         slow: float = 0.01,
         explore: float = 0.2,
+        group: str = "task",
     ) -> None:
         super().__init__(seed)
         if not 0.0 < slow < fast <= 1.0:
             raise ValueError(f"EMA rates must satisfy 0 < slow < fast <= 1, got {slow}, {fast}")
         if not 0.0 <= explore <= 1.0:
             raise ValueError(f"explore must be in [0, 1], got {explore}")
+        if group not in LP_GROUPS:
+            raise ValueError(f"unknown lp group {group!r}; accepted: {', '.join(LP_GROUPS)}")
         self.tasks = _canonical_tasks(tasks)
         self.fast_rate, self.slow_rate, self.explore = float(fast), float(slow), float(explore)
-        self._index = {task: i for i, task in enumerate(self.tasks)}
-        self.fast = [0.0] * len(self.tasks)
-        self.slow = [0.0] * len(self.tasks)
-        self.seen = [False] * len(self.tasks)
+        self.group = group
+        keys = self.tasks if group == "task" else tuple(parse(t).skill for t in self.tasks)
+        self.groups: tuple[str, ...] = tuple(dict.fromkeys(keys))
+        """What the EMAs are kept for, in order: the tasks, or the skills of the tasks."""
+        position = {key: i for i, key in enumerate(self.groups)}
+        self._group_of = np.array([position[key] for key in keys], dtype=int)
+        self._group_size = np.bincount(self._group_of, minlength=len(self.groups))
+        self._index = {task: int(self._group_of[i]) for i, task in enumerate(self.tasks)}
+        self.fast = [0.0] * len(self.groups)
+        self.slow = [0.0] * len(self.groups)
+        self.seen = [False] * len(self.groups)
+
+    def group_progress(self) -> np.ndarray:
+        """Learning progress of every group (task or skill), in `groups` order."""
+        return np.abs(np.asarray(self.fast) - np.asarray(self.slow))
 
     def progress(self) -> np.ndarray:
-        """Learning progress of every task, in task order."""
-        return np.abs(np.asarray(self.fast) - np.asarray(self.slow))
+        """Learning progress of every task, in task order (its group's, with group="skill")."""
+        return self.group_progress()[self._group_of]
+
+    def skill_progress(self) -> dict[str, float]:
+        """Learning progress of each skill (the mean over its tasks; the skill's own with
+        group="skill")."""
+        totals: dict[str, list[float]] = {}
+        for task, value in zip(self.tasks, self.progress(), strict=True):
+            totals.setdefault(parse(task).skill, []).append(float(value))
+        return {skill: sum(values) / len(values) for skill, values in totals.items()}
 
     def probabilities(self) -> np.ndarray:
         """Sampling probability of every task, in task order."""
-        n = len(self.tasks)
-        progress = self.progress()
+        k = len(self.groups)
+        progress = self.group_progress()
         total = progress.sum()
-        focus = progress / total if total > 0 else np.full(n, 1.0 / n)
-        return (1.0 - self.explore) * focus + self.explore / n
+        focus = progress / total if total > 0 else np.full(k, 1.0 / k)
+        per_group = (1.0 - self.explore) * focus + self.explore / k
+        return per_group[self._group_of] / self._group_size[self._group_of]
 
     def propose(self) -> str:
         return self.tasks[int(self.rng.choice(len(self.tasks), p=self.probabilities()))]
@@ -415,10 +611,20 @@ class LearningProgressCurriculum(Curriculum):
         self.fast[i] += self.fast_rate * (value - self.fast[i])
         self.slow[i] += self.slow_rate * (value - self.slow[i])
 
+    def brief(self) -> dict[str, Any]:
+        brief: dict[str, Any] = {"skill_probabilities": skill_probabilities(self)}
+        if self.group == "skill":
+            brief["skill_progress"] = self.skill_progress()
+        return brief
+
+    def scalars(self) -> dict[str, float]:
+        return {f"curriculum/p_{s}": p for s, p in skill_probabilities(self).items()}
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "tasks": list(self.tasks),
+            "group": self.group,
             "fast": list(self.fast),
             "slow": list(self.slow),
             "seen": list(self.seen),
@@ -427,60 +633,270 @@ class LearningProgressCurriculum(Curriculum):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         _check_state(state, self.name, self.tasks)
+        group = state.get("group", "task")
+        if group != self.group:
+            raise ValueError(
+                f"state keeps progress per {group}, this lp curriculum per {self.group}"
+            )
+        if not len(state["fast"]) == len(state["slow"]) == len(state["seen"]) == len(self.groups):
+            raise ValueError(
+                f"state has EMAs of another number of {group}s than {len(self.groups)}"
+            )
         self.fast = [float(value) for value in state["fast"]]
         self.slow = [float(value) for value in state["slow"]]
         self.seen = [bool(value) for value in state["seen"]]
         self._load_rng_state(state["rng"])
 
 
-def make_curriculum(
-    name: str, tasks: Sequence[str] | None = None, seed: int | None = 0, **options: Any
-) -> Curriculum:
-    """Build a curriculum by name: fixed | hand | lp | vlm.
+# -- controls: sanity checks of the harness itself ---------------------------------------------
 
-    fixed, lp and vlm need `tasks`. hand reads `path` (default: the shipped TOML) for a scene of
-    `colours` (default 3 blocks); when `tasks` is given, every stage task must be among them.
-    `options` go to the curriculum's constructor (lp: fast, slow, explore); vlm takes them as
-    `make_vlm_curriculum` does (backend name or instance, model, base_url, transcript,
-    replay_path, interval, proposal_size, ...).
+
+def target_chain(target_skills: Sequence[str] | str | None) -> tuple[str, ...]:
+    """The prerequisite chain of the target skills (e.g. tower: lift, stack, tower), in the order
+    of `language.SKILLS`, which puts every prerequisite before what needs it."""
+    if target_skills is None:
+        raise ValueError("the controls need target_skills, e.g. ('tower',)")
+    targets = (target_skills,) if isinstance(target_skills, str) else tuple(target_skills)
+    if not targets:
+        raise ValueError(f"target_skills is empty; accepted skills: {', '.join(SKILLS)}")
+    for skill in targets:
+        if skill not in PREREQUISITES:
+            raise ValueError(
+                f"unknown target skill {skill!r}; accepted skills: {', '.join(PREREQUISITES)}"
+            )
+    needed = {s for skill in targets for s in PREREQUISITES[skill]}
+    return tuple(skill for skill in SKILLS if skill in needed)
+
+
+def _tasks_by_skill(tasks: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    grouped: dict[str, list[str]] = {}
+    for task in tasks:
+        grouped.setdefault(parse(task).skill, []).append(task)
+    return {skill: tuple(group) for skill, group in grouped.items()}
+
+
+class _ControlCurriculum(Curriculum):
+    """What both controls share: target skills, the full task set, their practice subset."""
+
+    def __init__(
+        self, tasks: Sequence[str], target_skills: Sequence[str] | str, seed: int | None = 0
+    ) -> None:
+        super().__init__(seed)
+        self.tasks = _canonical_tasks(tasks)
+        self.chain = target_chain(target_skills)
+        targets = (target_skills,) if isinstance(target_skills, str) else tuple(target_skills)
+        self.target_skills = tuple(dict.fromkeys(targets))
+        self.by_skill = _tasks_by_skill(self.tasks)
+
+    @classmethod
+    def build(
+        cls,
+        tasks: Sequence[str] | None,
+        seed: int | None = 0,
+        *,
+        budget: int | None = None,
+        target_skills: Sequence[str] | None = None,
+        **options: Any,
+    ) -> Curriculum:
+        if tasks is None:
+            raise ValueError(f"the {cls.name} curriculum needs tasks, e.g. task_set(env_id)")
+        if target_skills is None:
+            raise ValueError(f"the {cls.name} curriculum needs target_skills, e.g. ('tower',)")
+        return cls(tasks, target_skills, seed, **options)
+
+    def update(self, instruction: str, success: bool, episode_return: float) -> None:
+        canonical(instruction)
+
+    def _base_state(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "tasks": list(self.tasks),
+            "target_skills": list(self.target_skills),
+            "rng": self._rng_state(),
+        }
+
+    def _load_base_state(self, state: Mapping[str, Any]) -> None:
+        _check_state(state, self.name, self.tasks)
+        if list(state.get("target_skills", [])) != list(self.target_skills):
+            raise ValueError(
+                f"state was saved for target skills {state.get('target_skills')}, this "
+                f"{self.name} curriculum's are {list(self.target_skills)}"
+            )
+        self._load_rng_state(state["rng"])
+
+
+class PositiveControl(_ControlCurriculum):
+    """Privileged control: practises what the target needs next, read from the evaluations.
+
+    It knows the target skills' prerequisite chain (`PREREQUISITES`, e.g. tower: lift -> stack ->
+    tower) and the learner's latest evaluated success per skill (`update_evaluation`; its own
+    practice attempts are not read). It practises the weakest prerequisite: of the chain skills
+    below `mastery`, the one with the lowest evaluated success (a skill not yet evaluated lowest
+    of all; ties go to the earlier skill of the chain); once all are mastered, the chain skill
+    with the lowest rate. Tasks of that skill are drawn uniformly. With a weak learner (lift
+    0.5, stack 0, tower 0) it practises stack rather than polishing lift first. A
+    curriculum that cannot beat it has nothing to gain from knowing the learner; one that does
+    worse than `fixed` under it points at the harness, not the curriculum.
     """
-    if name not in CURRICULA:
+
+    name = "positive_control"
+
+    def __init__(
+        self,
+        tasks: Sequence[str],
+        target_skills: Sequence[str] | str,
+        seed: int | None = 0,
+        mastery: float = 0.8,
+    ) -> None:
+        super().__init__(tasks, target_skills, seed)
+        if isinstance(mastery, bool) or not 0.0 <= mastery <= 1.0:
+            raise ValueError(f"mastery must be in [0, 1], got {mastery}")
+        self.mastery = float(mastery)
+        missing = [skill for skill in self.chain if skill not in self.by_skill]
+        if missing:
+            raise ValueError(
+                f"positive_control needs tasks of {', '.join(missing)} (the chain of "
+                f"{', '.join(self.target_skills)}: {' -> '.join(self.chain)}); practise on an env "
+                "that has them (GameOn/MultiSkill-v0 has every skill)"
+            )
+        self.rates: dict[str, float] = {}
+        """The latest evaluated success rate of each skill evaluated so far."""
+
+    @property
+    def skill(self) -> str:
+        """The skill practised now (min keeps the earliest of equal rates)."""
+        rates = {skill: self.rates.get(skill, -1.0) for skill in self.chain}
+        learning = [skill for skill in self.chain if rates[skill] < self.mastery]
+        return min(learning or self.chain, key=lambda skill: rates[skill])
+
+    def propose(self) -> str:
+        tasks = self.by_skill[self.skill]
+        return tasks[int(self.rng.integers(len(tasks)))]
+
+    def update_evaluation(self, outcomes: Sequence[Outcome]) -> None:
+        """Replace the rate of each skill evaluated in `outcomes` with its success there (any
+        instruction that parses counts for its skill, the suite's tasks need not be ours)."""
+        episodes: dict[str, list[bool]] = {}
+        for outcome in outcomes:
+            episodes.setdefault(parse(outcome.instruction).skill, []).append(bool(outcome.success))
+        for skill, successes in episodes.items():
+            self.rates[skill] = sum(successes) / len(successes)
+
+    def brief(self) -> dict[str, Any]:
+        return {"skill": self.skill, "chain": list(self.chain), "rates": dict(self.rates)}
+
+    def scalars(self) -> dict[str, float]:
+        return {"curriculum/chain_step": float(self.chain.index(self.skill))}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**self._base_state(), "mastery": self.mastery, "rates": dict(self.rates)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._load_base_state(state)
+        self.rates = {str(skill): float(rate) for skill, rate in state["rates"].items()}
+
+
+class NegativeControl(_ControlCurriculum):
+    """Control that spends the budget on what the target does not need: uniform over the tasks of
+    `DISTRACTOR_SKILLS` (reach, push) outside the target's prerequisite chain, e.g. reach and
+    push for a tower target. A curriculum no better than it has not shown that its choices
+    matter. `tasks` stays the whole task set; `practice` is what it proposes."""
+
+    name = "negative_control"
+
+    def __init__(
+        self, tasks: Sequence[str], target_skills: Sequence[str] | str, seed: int | None = 0
+    ) -> None:
+        super().__init__(tasks, target_skills, seed)
+        self.skills = tuple(
+            s for s in DISTRACTOR_SKILLS if s not in self.chain and s in self.by_skill
+        )
+        if not self.skills:
+            raise ValueError(
+                f"negative_control has no tasks left: the target {', '.join(self.target_skills)} "
+                f"needs {', '.join(self.chain)}, and the tasks have no other skill of "
+                f"{', '.join(DISTRACTOR_SKILLS)}"
+            )
+        self.practice = tuple(task for s in self.skills for task in self.by_skill[s])
+
+    def propose(self) -> str:
+        return self.practice[int(self.rng.integers(len(self.practice)))]
+
+    def brief(self) -> dict[str, Any]:
+        return {"skills": list(self.skills), "tasks": len(self.practice)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._base_state()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._load_base_state(state)
+
+
+# -- the registry --------------------------------------------------------------------------
+
+
+def _build_vlm(tasks: Sequence[str] | None, seed: int | None = 0, **options: Any) -> Curriculum:
+    """The vlm curriculum, imported on first use (it imports this module)."""
+    from gameon.experimenter.vlm_curriculum import make_vlm_curriculum
+
+    options.pop("budget", None)
+    options.pop("target_skills", None)
+    return make_vlm_curriculum(tasks, seed, **options)
+
+
+_REGISTRY: dict[str, Callable[..., Curriculum]] = {
+    "fixed": FixedCurriculum.build,
+    "hand": HandCurriculum.build,
+    "lp": LearningProgressCurriculum.build,
+    "vlm": _build_vlm,
+    "positive_control": PositiveControl.build,
+    "negative_control": NegativeControl.build,
+}
+CURRICULA = tuple(_REGISTRY)
+
+
+def make_curriculum(
+    name: str,
+    tasks: Sequence[str] | None = None,
+    seed: int | None = 0,
+    *,
+    budget: int | None = None,
+    target_skills: Sequence[str] | str | None = None,
+    **options: Any,
+) -> Curriculum:
+    """Build a curriculum by name: fixed | hand | lp | vlm | positive_control | negative_control.
+
+    All but hand need `tasks`. hand reads `path` (default: the shipped TOML) for a scene of
+    `colours` (default 3 blocks); when `tasks` is given, every stage task must be among them;
+    `budget` (the outcomes the run will report) sizes the stages that give `window_share`. The
+    controls need `target_skills` (e.g. ("tower",)); positive_control takes `mastery`. Curricula
+    that read neither ignore `budget` and `target_skills`. `options` go to the curriculum's
+    constructor (lp: fast, slow, explore, group); vlm takes them as `make_vlm_curriculum` does
+    (backend name or instance, model, base_url, transcript, replay_path, interval,
+    proposal_size, group, ...).
+    """
+    if name not in _REGISTRY:
         raise ValueError(f"unknown curriculum {name!r}; accepted: {', '.join(CURRICULA)}")
-    if name == "hand":
-        return _make_hand(tasks, seed, **options)
-    if tasks is None:
-        raise ValueError(f"the {name} curriculum needs tasks, e.g. task_set(env_id)")
-    if name == "fixed":
-        return FixedCurriculum(tasks, seed, **options)
-    if name == "vlm":
-        from gameon.experimenter.vlm_curriculum import make_vlm_curriculum
-
-        return make_vlm_curriculum(tasks, seed, **options)
-    return LearningProgressCurriculum(tasks, seed, **options)
-
-
-def _make_hand(
-    tasks: Sequence[str] | None,
-    seed: int | None,
-    path: str | Path = HAND_CURRICULUM_TOML,
-    colours: int | Sequence[str] = 3,
-) -> HandCurriculum:
-    """Load a hand curriculum and check the target env accepts every task it may propose."""
-    curriculum = HandCurriculum.from_toml(path, colours, seed)
-    if tasks is not None:
-        allowed = set(_canonical_tasks(tasks))
-        for stage in curriculum.stages:
-            outside = [task for task in stage.tasks if task not in allowed]
-            if outside:
-                raise ValueError(
-                    f"hand curriculum stage {stage.name!r} proposes tasks outside the given "
-                    f"tasks, e.g. {outside[0]!r}; use an env that accepts them "
-                    "(GameOn/MultiSkill-v0 accepts every skill) or another curriculum file"
-                )
-    return curriculum
+    return _REGISTRY[name](tasks, seed, budget=budget, target_skills=target_skills, **options)
 
 
 # -- helpers for learners that train under a curriculum ---------------------------------------
+
+
+def episode_budget(
+    env_id: str, total_steps: int, num_envs: int = 1, max_episode_steps: int | None = None
+) -> int:
+    """A lower bound on the training episodes an online run finishes (at least 1).
+
+    Each of `num_envs` envs runs total_steps // num_envs steps and every episode ends by the step
+    limit (`max_episode_steps`, or the env's own), so at least that many episodes end per env;
+    episodes that end early (at success) only add to them.
+    """
+    if env_id not in ENV_SKILLS:
+        raise ValueError(f"unknown env id {env_id!r}; accepted: {', '.join(ENV_IDS)}")
+    limit = max_episode_steps or ENV_SKILLS[env_id][1]
+    envs = max(1, int(num_envs))
+    return max(1, envs * ((int(total_steps) // envs) // int(limit)))
 
 
 def curriculum_for_env(
@@ -490,11 +906,18 @@ def curriculum_for_env(
     hand_path: str | Path | None = None,
     targets_only: bool = False,
     vlm_options: Mapping[str, Any] | None = None,
+    budget: int | None = None,
+    target_skills: Sequence[str] | None = None,
+    group: str | None = None,
 ) -> Curriculum:
     """A curriculum over an env's tasks; a ValueError says why it cannot train there.
 
     `vlm_options` go to the vlm curriculum (see `make_vlm_curriculum`); its scene camera
-    defaults to the env's front camera.
+    defaults to the env's front camera. `budget`: the outcomes the run will report to the
+    curriculum (hand sizes its `window_share` stages with it). `target_skills`: what the
+    controls aim at (None: the env's own target skills, `ENV_SKILLS[env_id][0]`; the collect loop
+    passes its target env's). `group`: how lp and the vlm's background lp keep learning progress,
+    task | skill (None: their default, task); the other curricula ignore it.
     """
     import gymnasium as gym
 
@@ -506,7 +929,7 @@ def curriculum_for_env(
     if targets_only:
         skills = ENV_SKILLS[env_id][0]
     tasks = task_set(skills, colours)
-    options = {}
+    options: dict[str, Any] = {}
     if name == "hand":
         path = Path(hand_path) if hand_path else HAND_CURRICULUM_TOML
         if not path.is_file():
@@ -516,8 +939,14 @@ def curriculum_for_env(
         options = {"camera_env_id": env_id, **dict(vlm_options or {})}
     elif vlm_options:
         raise ValueError(f"vlm options are only read by the vlm curriculum, not {name!r}")
+    if group is not None and name in ("lp", "vlm"):
+        options["group"] = group
+    if target_skills is None:
+        target_skills = ENV_SKILLS[env_id][0]
     try:
-        return make_curriculum(name, tasks, seed, **options)
+        return make_curriculum(
+            name, tasks, seed, budget=budget, target_skills=target_skills, **options
+        )
     except ValueError as error:
         raise ValueError(f"curriculum {name!r} cannot train on {env_id}: {error}") from None
 
@@ -532,60 +961,24 @@ def skill_probabilities(curriculum: LearningProgressCurriculum) -> dict[str, flo
 
 
 def curriculum_brief(curriculum: Curriculum) -> dict:
-    """A short, JSON-ready form of a curriculum's state for the summary."""
-    if curriculum.name == "vlm":
-        return {
-            "label": curriculum.label,
-            "proposal": list(curriculum.proposal),
-            "source": curriculum.source,
-            "consults": curriculum.consults,
-            "skill_probabilities": skill_probabilities(curriculum.lp),
-        }
-    if isinstance(curriculum, HandCurriculum):
-        return {
-            "stage": curriculum.stage_name,
-            "stage_index": curriculum.stage,
-            "mastered": curriculum.mastered,
-        }
-    if isinstance(curriculum, LearningProgressCurriculum):
-        return {"skill_probabilities": skill_probabilities(curriculum)}
-    return {"tasks": len(curriculum.tasks)}
-
-
-NO_VLM_USAGE: dict[str, Any] = {
-    "backend": None,
-    "model": None,
-    "calls": 0,
-    "prompt_tokens": 0,
-    "completion_tokens": 0,
-    "cost_usd": 0.0,
-    "fallbacks": 0,
-}
-"""The VLM usage of a curriculum that asks no model (the keys of benchmark.records.VLMUsage)."""
+    """A short, JSON-ready form of a curriculum's state for the summary (`brief()`)."""
+    return curriculum.brief()
 
 
 def vlm_usage(curriculum: Curriculum) -> dict[str, Any]:
     """What the curriculum asked of a VLM: calls, tokens, cost, fallbacks (zeros if no model)."""
-    if curriculum.name == "vlm":
-        return curriculum.usage()
-    return dict(NO_VLM_USAGE)
+    return curriculum.usage()
 
 
 def curriculum_label(curriculum: Curriculum) -> str:
     """How results are labelled: the name, with the backend for vlm (e.g. "vlm[rules]")."""
-    return curriculum.label if curriculum.name == "vlm" else curriculum.name
+    return curriculum.label
 
 
 def curriculum_scalars(curriculum: Curriculum) -> dict[str, float]:
-    """What to plot over training: hand's stage index; lp's sampling probability per skill."""
-    if isinstance(curriculum, HandCurriculum):
-        return {"curriculum/stage": float(curriculum.stage)}
-    if isinstance(curriculum, LearningProgressCurriculum):
-        return {f"curriculum/p_{s}": p for s, p in skill_probabilities(curriculum).items()}
-    if curriculum.name == "vlm":
-        usage = curriculum.usage()
-        return {"vlm/calls": float(usage["calls"]), "vlm/fallbacks": float(usage["fallbacks"])}
-    return {}
+    """What to plot over training: hand's stage index; lp's sampling probability per skill;
+    vlm's calls and fallbacks; the positive control's step along its chain (`scalars()`)."""
+    return curriculum.scalars()
 
 
 def save_curriculum(path: Path, curriculum: Curriculum) -> None:

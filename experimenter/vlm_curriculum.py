@@ -3,10 +3,11 @@
 The model is consulted every `interval` proposals (None: only when `consult()` is called, as
 the collect loop does once per iteration), never per step; between consultations tasks are
 sampled from its last proposal, tasks of skills the analysis called stalled at a lower weight.
-A learning-progress curriculum over the same tasks hears every outcome in the background: when
-the model fails for good (invalid answers after re-asks, HTTP errors, timeouts, rate limits)
-its choices are used until the next consultation, and the fallback is counted. A run never
-stops because of the model.
+A learning-progress curriculum over the same tasks hears every outcome in the background (the
+learner's attempts and, through `update_evaluation`, its evaluation episodes; `group="skill"`
+keeps its progress per skill, as the collect loop wants): when the model fails for good
+(invalid answers after re-asks, HTTP errors, timeouts, rate limits) its choices are used until
+the next consultation, and the fallback is counted. A run never stops because of the model.
 
 `usage()` totals the calls, tokens, estimated cost and fallbacks with the keys of
 `gameon.benchmark.records.VLMUsage`; results are labelled `vlm[{backend}]` (`label`).
@@ -25,9 +26,11 @@ from gameon.envs.language import parse
 from gameon.experimenter.curriculum import (
     Curriculum,
     LearningProgressCurriculum,
+    Outcome,
     _canonical_tasks,
     _check_state,
     canonical,
+    skill_probabilities,
 )
 from gameon.experimenter.skills import Skill, SkillLibrary, default_library
 from gameon.experimenter.vlm import modules
@@ -86,6 +89,7 @@ class VLMCurriculum(Curriculum):
         camera: Camera | None = None,
         mastery: float = 0.8,
         stalled_weight: float = 0.25,
+        group: str = "task",
         **lp_options: Any,
     ) -> None:
         super().__init__(seed)
@@ -103,7 +107,7 @@ class VLMCurriculum(Curriculum):
         self.camera = camera
         self.mastery = float(mastery)
         self.stalled_weight = float(stalled_weight)
-        self.lp = LearningProgressCurriculum(self.tasks, seed, **lp_options)
+        self.lp = LearningProgressCurriculum(self.tasks, seed, group=group, **lp_options)
         self.proposal: list[str] = []
         self.rationale = ""
         self.source = "lp"
@@ -253,6 +257,24 @@ class VLMCurriculum(Curriculum):
             return
         self.outcomes[task].append(bool(success))
         self.lp.update(task, success, episode_return)
+
+    def update_evaluation(self, outcomes: Sequence[Outcome]) -> None:
+        """Evaluation episodes feed the background lp only (the model sees the curves through
+        `analyse`, and `outcomes` stays the practice history)."""
+        self.lp.update_evaluation(outcomes)
+
+    def brief(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "proposal": list(self.proposal),
+            "source": self.source,
+            "consults": self.consults,
+            "skill_probabilities": skill_probabilities(self.lp),
+        }
+
+    def scalars(self) -> dict[str, float]:
+        usage = self.usage()
+        return {"vlm/calls": float(usage["calls"]), "vlm/fallbacks": float(usage["fallbacks"])}
 
     def usage(self) -> dict[str, Any]:
         """Calls, tokens, estimated cost (USD) and fallbacks: the keys of records.VLMUsage."""

@@ -10,14 +10,22 @@ import pytest
 from gameon.envs.language import parse
 from gameon.experimenter.curriculum import (
     HAND_CURRICULUM_TOML,
+    NO_VLM_USAGE,
     Curriculum,
     FixedCurriculum,
     HandCurriculum,
     LearningProgressCurriculum,
     Outcome,
     Stage,
+    curriculum_brief,
+    curriculum_for_env,
+    curriculum_label,
+    curriculum_scalars,
+    episode_budget,
     make_curriculum,
+    skill_probabilities,
     task_set,
+    vlm_usage,
 )
 from gameon.experimenter.curriculum_wrapper import (
     CurriculumVectorWrapper,
@@ -126,13 +134,67 @@ def test_hand_samples_its_stage_and_reviews_earlier_ones():
 
 
 def test_shipped_toml_loads_for_three_blocks():
-    hand = HandCurriculum.from_toml(HAND_CURRICULUM_TOML, colours=3)
+    hand = HandCurriculum.from_toml(HAND_CURRICULUM_TOML, colours=3, budget=60)
     assert [stage.name for stage in hand.stages] == ["reach", "lift", "place", "stack", "tower"]
     assert hand.review == 0.1
     assert hand.stages[-1].tasks == tuple(task_set("tower", 3))
-    assert make_curriculum("hand", task_set("GameOn/MultiSkill-v0"), seed=0).stage_name == "reach"
+    multi = task_set("GameOn/MultiSkill-v0")
+    assert make_curriculum("hand", multi, seed=0, budget=60).stage_name == "reach"
     with pytest.raises(ValueError, match="outside the given tasks"):
-        make_curriculum("hand", REACH)
+        make_curriculum("hand", REACH, budget=60)
+
+
+def test_shipped_toml_windows_scale_with_the_budget():
+    windows = [s.window for s in HandCurriculum.from_toml(budget=60).stages]
+    assert windows == [5, 5, 6, 6, 9]
+    assert [s.window for s in HandCurriculum.from_toml(budget=1000).stages] == [
+        80,
+        80,
+        100,
+        100,
+        150,
+    ]
+    assert {s.window for s in HandCurriculum.from_toml(budget=5).stages} == {3}, "min_window"
+    with pytest.raises(ValueError, match="budget"):
+        HandCurriculum.from_toml()
+    with pytest.raises(ValueError, match="budget"):
+        make_curriculum("hand", task_set("GameOn/MultiSkill-v0"))
+
+
+def test_shipped_hand_leaves_reach_within_a_budget_of_60():
+    budget = 60
+    hand = make_curriculum("hand", task_set("GameOn/MultiSkill-v0"), seed=0, budget=budget)
+    spent = 0
+    while hand.stage_name == "reach" and spent < budget:  # iterations of 12 tasks
+        tasks = hand.propose_batch(12)
+        hand.update_batch([Outcome(task, parse(task).skill == "reach", 1.0) for task in tasks])
+        spent += len(tasks)
+    assert hand.stage_name == "lift" and spent == 12, "the first iteration fills reach's window"
+
+
+def test_window_share_with_own_min_window_and_checks(tmp_path):
+    path = tmp_path / "share.toml"
+    stage = '[[stage]]\nname = "a"\nskills = ["reach"]\n{}\nthreshold = 0.5\n'
+    path.write_text("min_window = 2\n" + stage.format("window_share = 0.5"))
+    assert HandCurriculum.from_toml(path, budget=3).stages[0].window == 2
+    assert HandCurriculum.from_toml(path, budget=10).stages[0].window == 5
+    path.write_text(stage.format("window_share = 0.5\nwindow = 4"))
+    with pytest.raises(ValueError, match="not both"):
+        HandCurriculum.from_toml(path, budget=10)
+    path.write_text(stage.format("window_share = 1.5"))
+    with pytest.raises(ValueError, match=r"window_share must be a number in \(0, 1\]"):
+        HandCurriculum.from_toml(path, budget=10)
+    path.write_text(stage.format("window = 4"))
+    assert HandCurriculum.from_toml(path).stages[0].window == 4, "windows need no budget"
+    with pytest.raises(ValueError, match="budget must be >= 1"):
+        HandCurriculum.from_toml(path, budget=0)
+
+
+def test_hand_state_of_another_budget_is_refused():
+    tasks = task_set("GameOn/MultiSkill-v0")
+    state = make_curriculum("hand", tasks, seed=0, budget=60).state_dict()
+    with pytest.raises(ValueError, match="another budget"):
+        make_curriculum("hand", tasks, seed=0, budget=1000).load_state_dict(state)
 
 
 @pytest.mark.parametrize(
@@ -184,14 +246,27 @@ def test_lp_is_uniform_without_data_and_favours_changing_success():
     assert counts[rising] > 3 * counts[flat]
 
 
-@pytest.mark.parametrize("name", ["fixed", "hand", "lp"])
-def test_state_round_trip_reproduces_future_proposals(name):
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("fixed", {}),
+        ("hand", {"budget": 60}),
+        ("lp", {}),
+        ("lp", {"group": "skill"}),
+        ("positive_control", {"target_skills": ("tower",)}),
+        ("negative_control", {"target_skills": ("tower",)}),
+    ],
+)
+def test_state_round_trip_reproduces_future_proposals(name, options):
     tasks = task_set("GameOn/MultiSkill-v0")
-    original = make_curriculum(name, tasks, seed=3)
+    original = make_curriculum(name, tasks, seed=3, **options)
     for instruction in original.propose_batch(40):
         original.update(instruction, len(instruction) % 3 != 0, 0.5)
+    original.update_evaluation(
+        [Outcome(task, i % 2 == 0, 1.0) for i, task in enumerate(tasks[::3])]
+    )
     state = json.loads(json.dumps(original.state_dict()))
-    restored = make_curriculum(name, tasks, seed=99)
+    restored = make_curriculum(name, tasks, seed=99, **options)
     restored.load_state_dict(state)
     assert restored.propose_batch(50) == original.propose_batch(50)
     assert restored.state_dict() == original.state_dict()
@@ -223,6 +298,113 @@ def test_unknown_curriculum_and_unparsable_instruction_raise_clear_errors():
         assert isinstance(curriculum, Curriculum)
         with pytest.raises(ValueError, match="cannot parse instruction 'fly to the moon'"):
             curriculum.update("fly to the moon", True, 1.0)
+
+
+def skill_outcomes(skill: str, successes: int, episodes: int = 10) -> list[Outcome]:
+    """`episodes` outcomes of a skill's tasks in turn, the first `successes` of them successes."""
+    tasks = task_set(skill)
+    return [Outcome(tasks[i % len(tasks)], i < successes, 1.0) for i in range(episodes)]
+
+
+def test_lp_per_skill_favours_the_skill_whose_success_rises():
+    tasks = task_set("GameOn/MultiSkill-v0")
+    lp = make_curriculum("lp", tasks, seed=0, group="skill")
+    assert lp.groups == ("reach", "lift", "push", "place", "stack", "unstack", "tower")
+    assert sum(skill_probabilities(lp).values()) == pytest.approx(1.0)
+    assert skill_probabilities(lp) == pytest.approx(dict.fromkeys(lp.groups, 1 / 7))
+    flat = {"reach": 10, "lift": 10, "push": 0, "place": 0, "unstack": 0, "tower": 0}
+    for rising in (0, 6, 9):
+        lp.update_evaluation(skill_outcomes("stack", rising))
+        for skill, successes in flat.items():
+            lp.update_evaluation(skill_outcomes(skill, successes))
+    progress = lp.skill_progress()
+    assert progress["stack"] > 0.3
+    assert all(progress[skill] == 0.0 for skill in flat)
+    skills = skill_probabilities(lp)
+    assert max(skills, key=skills.get) == "stack" and skills["stack"] > 0.8
+    probabilities = lp.probabilities()
+    assert len(probabilities) == len(tasks) and probabilities.sum() == pytest.approx(1.0)
+    stack = [p for t, p in zip(tasks, probabilities, strict=True) if parse(t).skill == "stack"]
+    assert stack == pytest.approx([skills["stack"] / 6] * 6), "tasks of a skill share it"
+    counts = Counter(parse(task).skill for task in lp.propose_batch(500))
+    assert counts.most_common(1)[0][0] == "stack"
+    assert lp.brief()["skill_progress"] == progress
+    assert lp.scalars()["curriculum/p_stack"] == skills["stack"]
+
+
+def test_lp_per_task_is_the_default_and_moves_less_in_a_short_run():
+    tasks = task_set("GameOn/MultiSkill-v0")
+    per_task = make_curriculum("lp", tasks, seed=0)
+    per_skill = make_curriculum("lp", tasks, seed=0, group="skill")
+    assert per_task.group == "task" and per_task.groups == tuple(tasks)
+    for rising in (0, 6, 9):
+        for curriculum in (per_task, per_skill):
+            curriculum.update_evaluation(skill_outcomes("stack", rising))
+    # 30 outcomes spread over 6 tasks move each task's EMAs a third as far as the skill's
+    assert per_skill.skill_progress()["stack"] > 2 * per_task.skill_progress()["stack"]
+    with pytest.raises(ValueError, match="accepted: task, skill"):
+        make_curriculum("lp", tasks, group="colour")
+    with pytest.raises(ValueError, match="per task, this lp curriculum per skill"):
+        per_skill.load_state_dict(per_task.state_dict())
+
+
+def test_vlm_evaluations_feed_its_background_lp_per_skill():
+    tasks = task_set("GameOn/MultiSkill-v0")
+    vlm = make_curriculum("vlm", tasks, seed=0, group="skill", interval=None)
+    assert vlm.lp.group == "skill" and make_curriculum("vlm", tasks).lp.group == "task"
+    for rising in (0, 6, 9):
+        vlm.update_evaluation(skill_outcomes("stack", rising))
+    assert vlm.lp.skill_progress()["stack"] > 0.3
+    assert not any(vlm.outcomes.values()), "its practice history stays the attempts'"
+    restored = make_curriculum("vlm", tasks, seed=5, group="skill", interval=None)
+    restored.load_state_dict(json.loads(json.dumps(vlm.state_dict())))
+    assert restored.lp.state_dict() == vlm.lp.state_dict()
+    assert curriculum_label(vlm) == "vlm[rules]"
+    assert set(curriculum_brief(vlm)) == {
+        "label",
+        "proposal",
+        "source",
+        "consults",
+        "skill_probabilities",
+    }
+    assert curriculum_scalars(vlm) == {"vlm/calls": 0.0, "vlm/fallbacks": 0.0}
+
+
+def test_curriculum_for_env_passes_group_to_lp_only():
+    lp = curriculum_for_env("GameOn/MultiSkill-v0", "lp", 0, group="skill")
+    assert lp.group == "skill" and len(lp.groups) == 7
+    assert curriculum_for_env("GameOn/MultiSkill-v0", "fixed", 0, group="skill").name == "fixed"
+
+
+def test_update_evaluation_defaults_to_update_batch():
+    outcomes = [Outcome(REACH[0], False, 0.0), Outcome(REACH[0], True, 1.0)]
+    evaluated, practised = LearningProgressCurriculum(REACH), LearningProgressCurriculum(REACH)
+    evaluated.update_evaluation(outcomes)
+    practised.update_batch(outcomes)
+    assert evaluated.state_dict() == practised.state_dict()
+    assert evaluated.fast[0] == pytest.approx(0.1)
+
+
+def test_helpers_keep_their_outputs_for_the_existing_curricula():
+    tasks = task_set("GameOn/MultiSkill-v0")
+    fixed, lp = make_curriculum("fixed", tasks), make_curriculum("lp", REACH)
+    hand = make_curriculum("hand", tasks, budget=60)
+    assert [curriculum_label(c) for c in (fixed, hand, lp)] == ["fixed", "hand", "lp"]
+    assert curriculum_brief(fixed) == {"tasks": len(tasks)}
+    assert curriculum_brief(hand) == {"stage": "reach", "stage_index": 0, "mastered": False}
+    assert curriculum_brief(lp) == {"skill_probabilities": pytest.approx({"reach": 1.0})}
+    assert curriculum_scalars(fixed) == {}
+    assert curriculum_scalars(hand) == {"curriculum/stage": 0.0}
+    assert curriculum_scalars(lp) == pytest.approx({"curriculum/p_reach": 1.0})
+    assert all(vlm_usage(c) == NO_VLM_USAGE for c in (fixed, hand, lp))
+
+
+def test_episode_budget_is_a_lower_bound_on_finished_episodes():
+    assert episode_budget("GameOn/Reach-v0", 256, 2, 20) == 12
+    assert episode_budget("GameOn/MultiSkill-v0", 300_000, 2) == 750, "the env's 400 steps"
+    assert episode_budget("GameOn/Tower-v0", 10, 4) == 1
+    with pytest.raises(ValueError, match="GameOn/Reach-v0"):
+        episode_budget("GameOn/Nope-v0", 100)
 
 
 def test_updates_are_stored_in_canonical_form():

@@ -18,6 +18,7 @@ from gameon.experimenter.curriculum import (
     HAND_CURRICULUM_TOML,
     Curriculum,
     Outcome,
+    episode_budget,
     make_curriculum,
     task_set,
 )
@@ -166,7 +167,9 @@ def test_ppo_trains_with_each_curriculum(
 
     tasks = task_set(env_id)
     assert set(curriculum.proposed) <= set(tasks)
-    fresh = make_curriculum(name, tasks, seed=12345)
+    budget = episode_budget(env_id, args.total_timesteps, args.num_envs, args.max_episode_steps)
+    assert budget == summary["train_episodes"] == 12, "no episode ends early here"
+    fresh = make_curriculum(name, tasks, seed=12345, budget=budget)
     state = check_saved_state(summary, curriculum, fresh)
     assert state["name"] == name
 
@@ -233,6 +236,32 @@ def test_curriculum_seed_defaults_to_the_run_seed() -> None:
         curriculum = module.make_training_curriculum(args)
         assert curriculum.tasks == tuple(tasks), "MultiSkill is evaluated on every skill"
         assert curriculum.propose_batch(20) == make_curriculum("fixed", tasks, 6).propose_batch(20)
+
+
+def test_online_budget_sizes_the_shipped_hand_windows() -> None:
+    for module in (ppo, sac):
+        args = module.Args(env_id=MULTI, curriculum="hand", total_timesteps=24_000, num_envs=3)
+        hand = module.make_training_curriculum(args)
+        assert [stage.window for stage in hand.stages] == [5, 5, 6, 6, 9], "60 = 3 * 8000 // 400"
+        args.max_episode_steps = 40
+        hand = module.make_training_curriculum(args)
+        assert [stage.window for stage in hand.stages] == [48, 48, 60, 60, 90], "600 episodes"
+
+
+def test_online_controls_aim_at_the_env_targets() -> None:
+    args = ppo.Args(env_id=MULTI, curriculum="positive_control")
+    assert ppo.make_training_curriculum(args).chain == (
+        "reach",
+        "lift",
+        "push",
+        "place",
+        "stack",
+        "unstack",
+        "tower",
+    )
+    args = ppo.Args(env_id="GameOn/Lift-v0", curriculum="negative_control")
+    with pytest.raises(ValueError, match="'negative_control' cannot train on GameOn/Lift-v0"):
+        ppo.make_training_curriculum(args)
 
 
 def test_hand_on_reach_fails_before_training(tmp_path: Path) -> None:
