@@ -1,1 +1,1 @@
-"""baselines (see DESIGN.md)."""
+"""CleanRL-style baselines: PPO, SAC (online), BC, IQL (offline) and what they share."""

@@ -1,1 +1,1 @@
-"""benchmark (see DESIGN.md)."""
+"""The benchmark harness: evaluation protocol, run records, matrix, runners, report, leaderboard."""

@@ -44,9 +44,9 @@ import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gameon.benchmark.atomic import atomic_write, file_lock
-from gameon.benchmark.evaluation import SUITE_SEED, EvalTask, evaluation_suite
-from gameon.benchmark.records import RECORD_FILE, RunRecord, load_record
-from gameon.benchmark.report import group_key, per_skill_iqm, target_success
+from gameon.benchmark.evaluation import SUITE_SEED, EvalReport, EvalTask, evaluation_suite
+from gameon.benchmark.records import RANKED_MODE, RECORD_FILE, Evaluation, RunRecord, load_record
+from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
 from gameon.benchmark.stats import iqm, iqm_ci
 
 BOARD_FORMAT = "gameon-leaderboard-v1"
@@ -105,6 +105,9 @@ class BoardEntry(_Strict):
     mean: float
     suite_iqm: float
     """IQM of all-skills success (every episode of the suite), shown beside the ranked target"""
+    monolithic_iqm: float | None = None
+    """collect v2: IQM of the monolithic policy's target success, shown beside the ranked
+    (composed) one; None for protocols without it"""
     per_skill_iqm: dict[str, float]
     verified: bool
     runs: list[BoardRun]
@@ -242,7 +245,14 @@ def shared_suite(env_id: str, episodes_per_skill: int) -> tuple[tuple[str, int],
 
 
 def _check_suite(record: RunRecord, name: str) -> list[str]:
-    evaluation = record.evaluation
+    reasons = _check_evaluation_suite(record.evaluation, name)
+    for target in record.target_evaluations:
+        where = f"{name} ({target.mode} on {target.evaluation.env_id})"
+        reasons += _check_evaluation_suite(target.evaluation, where)
+    return reasons
+
+
+def _check_evaluation_suite(evaluation: Evaluation, name: str) -> list[str]:
     if evaluation.suite_seed != SUITE_SEED:
         return [
             f"{name}: suite: suite_seed {evaluation.suite_seed}, the shared suite's is {SUITE_SEED}"
@@ -359,6 +369,10 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
         target_episodes = [e.success for e in report.episodes if e.skill in targets]
         reproduced["target success"] = sum(target_episodes) / len(target_episodes)
         claims["target success"] = record.target_success
+    for target in record.target_evaluations:
+        what = f"{target.mode} {target.evaluation.env_id}"
+        claims[what] = target.evaluation.success_rate()
+        reproduced[what] = _reevaluate_target(run, target.mode, target.evaluation).success_rate
     mismatches = [
         f"{what} {claims[what]:.3f} claimed, {value:.3f} reproduced"
         for what, value in reproduced.items()
@@ -370,6 +384,24 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
         f"{run.name}: verify: its checkpoint does not reproduce the claim within {tolerance}: "
         f"{'; '.join(mismatches)} ({differing} of {len(suite)} episodes differ)"
     ]
+
+
+def _reevaluate_target(run: _Run, mode: str, claimed: Evaluation) -> EvalReport:
+    """Run a collect v2 target evaluation again from the run folder's checkpoint: monolithic on
+    the claimed suite, composed with the skill library the record carries."""
+    from gameon.baselines.common import load_policy
+    from gameon.benchmark.evaluation import evaluate
+
+    checkpoint = run.folder / run.record.checkpoint
+    if mode == "monolithic":
+        suite = [EvalTask(e.instruction, e.seed) for e in claimed.episodes]
+        return evaluate(load_policy(checkpoint), claimed.env_id, suite=suite)
+    from gameon.experimenter.embodiment import evaluate_composed, learned_library
+    from gameon.experimenter.skills import SkillLibrary
+
+    library = learned_library(SkillLibrary.from_dict(run.record.extra["library"]), checkpoint)
+    practice = run.record.extra.get("practice_env_id", "GameOn/MultiSkill-v0")
+    return evaluate_composed(library, claimed.env_id, claimed.episodes_per_skill, practice)
 
 
 def run_hash(record: RunRecord) -> str:
@@ -441,19 +473,20 @@ def _entry(
     entry_id: str, records: list[RunRecord], runs: list[BoardRun], verified: bool
 ) -> BoardEntry:
     first = records[0]
+    ranked = first.target_evaluation(RANKED_MODE) or first.evaluation
     scores = target_success(records)
     estimate = iqm_ci([scores])
     return BoardEntry(
         id=entry_id,
         submitted=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        protocol=first.protocol,
+        protocol=protocol_name(first),
         curriculum=first.curriculum,
         curriculum_label=first.curriculum_label,
         learner=first.learner,
         env_id=first.env_id,
         env_version=first.env_version,
         eval_env_id=first.evaluation.env_id,
-        episodes_per_skill=first.evaluation.episodes_per_skill,
+        episodes_per_skill=ranked.episodes_per_skill,
         target_skills=first.target_skills,
         gameon_version=first.versions.get(PACKAGE) or "",
         seeds=[r.seed for r in records],
@@ -462,10 +495,23 @@ def _entry(
         ci_high=estimate.high,
         mean=sum(scores) / len(scores),
         suite_iqm=iqm([r.evaluation.success_rate() for r in records]),
+        monolithic_iqm=_monolithic_iqm(records),
         per_skill_iqm=per_skill_iqm(records),
         verified=verified,
         runs=runs,
     )
+
+
+def _monolithic_iqm(records: Sequence[RunRecord]) -> float | None:
+    evaluations = [r.target_evaluation("monolithic") for r in records]
+    if any(e is None for e in evaluations):
+        return None
+    return iqm([e.success_rate(tuple(records[0].target_skills)) for e in evaluations])
+
+
+def shown_protocol(protocol: str) -> str:
+    """The protocol as the board shows it: the first collect protocol is marked v1."""
+    return "collect v1" if protocol == "collect" else protocol
 
 
 def render_markdown(board: Board) -> str:
@@ -478,10 +524,16 @@ def render_markdown(board: Board) -> str:
         "aggregated over seeds: interquartile mean (IQM) with a 95% stratified-bootstrap interval.",
         "Entries rank by target-success IQM, then mean, within each (protocol, env); equal scores",
         "share a rank. All-skills IQM (every episode of the suite) is shown, not ranked.",
+        "Collect v2 (the learner collects its own data) ranks the composed policy's target success",
+        "(the task run as the skill library decomposes it, every step by the learned policy) and",
+        "shows the monolithic policy's (conditioned on the task's goal) beside it. Collect v1",
+        "entries (scripted experts collected every episode) are kept for the record.",
         "",
         "| rank | protocol | env | curriculum | learner | seeds | IQM [95% CI] | mean | "
-        "all-skills IQM | eval episodes/skill | verified | submitted | commit | entry |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "monolithic IQM | all-skills IQM | eval episodes/skill | verified | submitted | commit "
+        "| entry |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- |",
     ]
     ordered = sorted(board.entries, key=lambda e: (e.protocol, e.env_id, -e.iqm, -e.mean, e.id))
     rank, previous = 0, None
@@ -495,13 +547,14 @@ def render_markdown(board: Board) -> str:
         commits = sorted({run.git_commit[:7] for run in entry.runs})
         cells = [
             rank,
-            entry.protocol,
+            shown_protocol(entry.protocol),
             f"`{entry.env_id}`",
             entry.curriculum_label,
             entry.learner,
             len(entry.seeds),
             f"{entry.iqm:.2f} [{entry.ci_low:.2f}, {entry.ci_high:.2f}]",
             f"{entry.mean:.2f}",
+            "-" if entry.monolithic_iqm is None else f"{entry.monolithic_iqm:.2f}",
             f"{entry.suite_iqm:.2f}",
             entry.episodes_per_skill,
             "yes" if entry.verified else "no",

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gameon.envs import ENV_IDS
+from gameon.experimenter.curriculum import CURRICULA
 
 try:
     import tomllib
@@ -48,7 +49,6 @@ PRESETS_DIR = Path(__file__).with_name("presets")
 PRESETS = ("smoke", "paper", "full")
 DEFAULT_PRESET = "smoke"
 PROTOCOLS = ("online", "collect")
-CURRICULA = ("fixed", "hand", "lp", "vlm")
 LEARNERS = {"online": ("ppo", "sac"), "collect": ("bc", "iql")}
 BUDGET_KEYS = {
     "online": ("total_timesteps", "eval_every", "num_envs"),

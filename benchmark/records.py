@@ -1,4 +1,4 @@
-"""The run record: one validated JSON document per run of the harness (DESIGN.md "Run record").
+"""The run record: one validated JSON document per run of the harness.
 
 A record says what ran (protocol, curriculum and its label, learner, env id and version, seed,
 budget, package versions, commit), how it was judged (every episode of the final evaluation on
@@ -31,6 +31,9 @@ from gameon.envs.language import SKILLS, parse
 RECORD_FORMAT = "gameon-run-record-v1"
 PROTOCOLS = ("online", "collect")
 RECORD_FILE = "record.json"
+TARGET_MODES = ("composed", "monolithic")
+RANKED_MODE = "composed"
+"""The target evaluation that ranks collect v2 runs; the other is shown beside it."""
 """Name of the run record inside a run's folder."""
 
 
@@ -98,6 +101,18 @@ class VLMUsage(_Strict):
     fallbacks: int = Field(0, ge=0)
 
 
+class TargetEvaluation(_Strict):
+    """A final evaluation on a target env's suite, of the monolithic or the composed policy.
+
+    monolithic: the policy conditioned on the task's own goal (e.g. the tower instruction);
+    composed: the task run as the skill library decomposes it (a tower as its stacks), every
+    step by the learned policy, no scripted executor anywhere.
+    """
+
+    mode: Literal["monolithic", "composed"]
+    evaluation: Evaluation
+
+
 class Collected(_Strict):
     """What the collect protocol practised: episodes per skill and mentions per block colour."""
 
@@ -113,7 +128,7 @@ class RunRecord(_Strict):
     run_id: str = Field(min_length=1)
     protocol: Literal["online", "collect"]
     curriculum: str
-    """curriculum name: fixed | hand | lp | vlm"""
+    """curriculum name, one of `experimenter.curriculum.CURRICULA`"""
     curriculum_label: str
     """how results are labelled, e.g. "lp" or "vlm[rules]" (never a VLM's name for a stand-in)"""
     learner: str
@@ -128,6 +143,11 @@ class RunRecord(_Strict):
     curve: list[CurvePoint] = Field(min_length=1)
     evaluation: Evaluation
     collected: Collected | None = None
+    protocol_version: int = Field(1, ge=1, le=2)
+    """collect protocol version: 1, scripted experts collect; 2, the learner collects"""
+    target_evaluations: list[TargetEvaluation] = Field(default_factory=list)
+    """collect v2: the final policy on the target env's suite (and a report env's), monolithic
+    and composed, with more episodes per skill than `evaluation`"""
     vlm: VLMUsage = VLMUsage()
     wall_seconds: float = Field(ge=0)
     env_steps: int = Field(ge=0)
@@ -156,12 +176,36 @@ class RunRecord(_Strict):
         missing = [s for s in self.target_skills if s not in evaluated]
         if missing:
             raise ValueError(f"the evaluation has no episode of target skills {missing}")
+        keys = [(t.mode, t.evaluation.env_id) for t in self.target_evaluations]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"target_evaluations repeat a (mode, env): {keys}")
+        for _, env_id in keys:
+            if env_id not in ENV_SKILLS:
+                raise ValueError(f"unknown target evaluation env id {env_id!r}")
+        if self.protocol_version == 2:
+            absent = [m for m in TARGET_MODES if (m, self.env_id) not in keys]
+            if absent:
+                raise ValueError(
+                    f"a protocol v2 record needs {absent} evaluations on {self.env_id}"
+                )
         return self
 
     @property
     def target_success(self) -> float:
-        """The headline number: final success over the evaluation episodes of the target skills."""
+        """The headline number: the ranked target evaluation's success (collect v2: composed,
+        on the target env's suite), else success over `evaluation`'s target-skill episodes."""
+        ranked = self.target_evaluation(RANKED_MODE)
+        if ranked is not None:
+            return ranked.success_rate(tuple(self.target_skills))
         return self.evaluation.success_rate(tuple(self.target_skills))
+
+    def target_evaluation(self, mode: str, env_id: str | None = None) -> Evaluation | None:
+        """The final evaluation of one mode on `env_id`'s suite (default: the target env)."""
+        env_id = env_id or self.env_id
+        for target in self.target_evaluations:
+            if target.mode == mode and target.evaluation.env_id == env_id:
+                return target.evaluation
+        return None
 
 
 def env_version(env_id: str) -> int:

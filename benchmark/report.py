@@ -33,6 +33,8 @@ from gameon.envs.language import COLOURS, SKILLS
 REPORT_FORMAT = "gameon-report-v1"
 BASELINE = "fixed"
 """The curriculum every other one is compared with (probability of improvement)."""
+POSITIVE, NEGATIVE = "positive_control", "negative_control"
+"""The controls whose separation the report checks (see `controls_check`)."""
 SCENE_COLOURS = COLOURS[:3]
 """The default scene's blocks: the object categories of the diversity entropy (plus any other
 colour a record names)."""
@@ -59,9 +61,14 @@ class ReportPaths:
     plots: list[Path] = field(default_factory=list)
 
 
+def protocol_name(record: RunRecord) -> str:
+    """The protocol as reports name it: "online", "collect" (v1) or "collect v2"."""
+    return f"{record.protocol} v2" if record.protocol_version == 2 else record.protocol
+
+
 def group_key(record: RunRecord) -> GroupKey:
     """The group a record is aggregated in."""
-    return (record.protocol, record.curriculum_label, record.learner, record.env_id)
+    return (protocol_name(record), record.curriculum_label, record.learner, record.env_id)
 
 
 def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
@@ -92,8 +99,32 @@ def group_records(records: Iterable[RunRecord]) -> dict[GroupKey, list[RunRecord
 
 
 def target_success(records: Sequence[RunRecord]) -> list[float]:
-    """Each run's final success on its target skills, recomputed from its episodes."""
-    return [record.evaluation.success_rate(tuple(record.target_skills)) for record in records]
+    """Each run's final success on its target skills, recomputed from its episodes (collect v2:
+    the composed policy on the target env's suite, see `RunRecord.target_success`)."""
+    return [record.target_success for record in records]
+
+
+def target_evaluations(records: Sequence[RunRecord]) -> list[dict]:
+    """Per (env, mode) that every run evaluated at the end (collect v2): IQM with 95% CI, mean,
+    per-run success over that env's skills and the episodes per skill."""
+    keys = [(t.evaluation.env_id, t.mode) for t in records[0].target_evaluations]
+    rows = []
+    for env_id, mode in keys:
+        evaluations = [r.target_evaluation(mode, env_id) for r in records]
+        if any(e is None for e in evaluations):
+            continue
+        scores = [e.success_rate() for e in evaluations]
+        rows.append(
+            {
+                "env_id": env_id,
+                "mode": mode,
+                "success": iqm_ci([scores]).to_dict(),
+                "mean": float(np.mean(scores)),
+                "per_run": scores,
+                "episodes_per_skill": sorted({e.episodes_per_skill for e in evaluations}),
+            }
+        )
+    return rows
 
 
 def per_skill_iqm(records: Sequence[RunRecord]) -> dict[str, float]:
@@ -117,7 +148,7 @@ def summarise_group(
         suite_baseline = [r.evaluation.success_rate() for r in baseline]
         suite_improvement = probability_of_improvement([suite_scores], [suite_baseline]).to_dict()
     return {
-        "protocol": first.protocol,
+        "protocol": protocol_name(first),
         "curriculum": first.curriculum,
         "curriculum_label": first.curriculum_label,
         "learner": first.learner,
@@ -131,6 +162,8 @@ def summarise_group(
         "suite_success": iqm_ci([suite_scores]).to_dict(),
         "suite_success_per_run": suite_scores,
         "per_skill_iqm": per_skill,
+        "target_evaluations": target_evaluations(records),
+        "practised": practised(records),
         "improvement_over_fixed": improvement,
         "suite_improvement_over_fixed": suite_improvement,
         "diversity": diversity(records),
@@ -162,6 +195,51 @@ def diversity(records: Sequence[RunRecord]) -> dict | None:
         "objects_entropy": float(np.mean(objects)),
         "episodes_mean": float(np.mean([c.episodes for c in collected])),
     }
+
+
+def practised(records: Sequence[RunRecord]) -> list[dict[str, float]] | None:
+    """Mean share of each skill among the tasks a collect run's curriculum chose, per iteration
+    (iteration 0, the uniform seed data, excluded); None for runs that do not record it."""
+    histories = [r.extra.get("iterations") for r in records]
+    if not all(h and all("practised" in it for it in h) for h in histories):
+        return None
+    length = min(len(h) for h in histories)
+    shares = []
+    for index in range(1, length):
+        per_run = []
+        for history in histories:
+            counts = history[index]["practised"]
+            total = sum(counts.values()) or 1
+            per_run.append({skill: counts.get(skill, 0) / total for skill in SKILLS})
+        shares.append({skill: float(np.mean([run[skill] for run in per_run])) for skill in SKILLS})
+    return shares
+
+
+def controls_check(groups: Sequence[dict]) -> list[dict]:
+    """Whether the positive control beats the negative one on the target with 95% intervals
+    that do not overlap, per (protocol, learner, env) that ran both: the harness's own proof
+    that it can tell a good curriculum from a bad one."""
+    by_key: dict[tuple[str, str, str], dict[str, dict]] = {}
+    for group in groups:
+        key = (group["protocol"], group["learner"], group["env_id"])
+        by_key.setdefault(key, {})[group["curriculum"]] = group
+    checks = []
+    for (protocol, learner, env_id), found in by_key.items():
+        positive, negative = found.get(POSITIVE), found.get(NEGATIVE)
+        if positive is None or negative is None:
+            continue
+        high, low = positive["target_success"], negative["target_success"]
+        checks.append(
+            {
+                "protocol": protocol,
+                "learner": learner,
+                "env_id": env_id,
+                "positive": high,
+                "negative": low,
+                "separated": high["low"] > low["high"],
+            }
+        )
+    return checks
 
 
 def vlm_usage(records: Sequence[RunRecord]) -> dict:
@@ -244,8 +322,10 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         "format": REPORT_FORMAT,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "results_dir": str(results_dir),
+        "matrix": matrix_heading(results_dir),
         "records": len(records),
         "groups": groups,
+        "controls": controls_check(groups),
         "across_envs": overall,
         "skipped": [{"path": s.path, "reason": s.reason} for s in skipped],
         "plots": [p.name for p in plots],
@@ -257,9 +337,25 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     return ReportPaths(markdown=markdown_path, json=json_path, plots=plots)
 
 
+def matrix_heading(results_dir: Path) -> str | None:
+    """The matrix's name and description from its matrix.json, e.g. "smoke: ... (pipeline check,
+    not a comparison)", so a report says what kind of run it summarises."""
+    path = results_dir / "matrix.json"
+    try:
+        matrix = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(matrix, dict) or "name" not in matrix:
+        return None
+    return f"{matrix['name']}: {matrix.get('description') or 'no description'}"
+
+
 METHOD = (
     "Target success is each run's final success rate over the evaluation episodes of its target "
-    "skills, recomputed from the per-episode outcomes; all-skills success is the same over every "
+    "skills, recomputed from the per-episode outcomes; under collect v2 it is the composed "
+    "policy's (the target task run as the skill library decomposes it, every step by the learned "
+    "policy) on the target env's suite, and the monolithic policy's (conditioned on the task's "
+    "own goal) is shown beside it. All-skills success is the same over every "
     "episode of the evaluation suite (for the collect protocol, every skill of the practice env). "
     "Runs are aggregated over seeds with the "
     "interquartile mean (IQM, scipy trim_mean 0.25) and a 95% stratified-bootstrap percentile "
@@ -289,8 +385,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
 
 def render_markdown(summary: dict) -> str:
     """The report's Markdown: the group table, the across-env table, plots and skipped runs."""
+    heading = "# Benchmark report"
+    if summary.get("matrix"):
+        heading += f" ({summary['matrix']})"
     lines = [
-        "# Benchmark report",
+        heading,
         "",
         f"{summary['records']} run records from `{summary['results_dir']}`, "
         f"{len(summary['skipped'])} skipped; generated {summary['generated']}.",
@@ -317,6 +416,8 @@ def render_markdown(summary: dict) -> str:
     ]
     rows = [_group_row(group) for group in summary["groups"]]
     lines += _table(header, rows) if rows else ["No valid run records."]
+    lines += _target_lines(summary["groups"])
+    lines += _controls_lines(summary.get("controls", []))
     if summary["across_envs"]:
         lines += ["", "## Across envs", ""]
         header = ["protocol", "curriculum", "learner", "envs", "IQM [95% CI]", "P(> fixed)"]
@@ -340,6 +441,61 @@ def render_markdown(summary: dict) -> str:
         lines += [f"- `{s['path']}`: {s['reason']}" for s in summary["skipped"]]
     lines += ["", "## Method", "", summary["method"], ""]
     return "\n".join(lines)
+
+
+def _target_lines(groups: Sequence[dict]) -> list[str]:
+    """The collect v2 final evaluations: one column per (env, mode), IQM [95% CI] (mean)."""
+    columns = list(
+        dict.fromkeys(
+            (t["env_id"], t["mode"]) for g in groups for t in g.get("target_evaluations", [])
+        )
+    )
+    if not columns:
+        return []
+    header = ["curriculum", "learner", "seeds"]
+    header += [f"{env.split('/')[-1]} {mode} IQM [95% CI] (mean)" for env, mode in columns]
+    rows = []
+    for group in groups:
+        found = {(t["env_id"], t["mode"]): t for t in group.get("target_evaluations", [])}
+        if not found:
+            continue
+        cells = [
+            f"{_interval(found[c]['success'])} ({found[c]['mean']:.2f})" if c in found else "-"
+            for c in columns
+        ]
+        rows.append([group["curriculum_label"], group["learner"], len(group["seeds"]), *cells])
+    episodes = sorted(
+        {
+            n
+            for g in groups
+            for t in g.get("target_evaluations", [])
+            for n in t["episodes_per_skill"]
+        }
+    )
+    return [
+        "",
+        "## Final target evaluations",
+        "",
+        "composed: the task run as the skill library decomposes it, every step by the learned "
+        "policy (no scripted executor); monolithic: the policy conditioned on the task's own goal. "
+        f"Episodes per skill: {', '.join(map(str, episodes))}. The leaderboard ranks composed.",
+        "",
+        *_table(header, rows),
+    ]
+
+
+def _controls_lines(checks: Sequence[dict]) -> list[str]:
+    if not checks:
+        return []
+    lines = ["", "## Controls", ""]
+    for check in checks:
+        verdict = "separated" if check["separated"] else "NOT separated: this comparison is blind"
+        lines.append(
+            f"- {check['protocol']} / {check['env_id']} / {check['learner']}: positive control "
+            f"{_interval(check['positive'])} vs negative control {_interval(check['negative'])} "
+            f"on the target: {verdict}."
+        )
+    return lines
 
 
 def _group_row(group: dict) -> list[object]:
@@ -409,7 +565,39 @@ def write_plots(records: Sequence[RunRecord], out: Path) -> list[Path]:
         title = f"{protocol} / {env_id} / {learner}"
         paths.append(_plot_curves(by_label, title, out / f"curves_{slug}.png"))
         paths.append(_plot_final(by_label, title, out / f"final_{slug}.png"))
+        shares = {label: practised(runs) for label, runs in by_label.items()}
+        if any(shares.values()):
+            paths.append(_plot_practised(shares, title, out / f"practised_{slug}.png"))
     return paths
+
+
+def _plot_practised(
+    shares: dict[str, list[dict[str, float]] | None], title: str, path: Path
+) -> Path:
+    """One panel per curriculum: the mean share of each skill among the tasks it chose, per
+    iteration, as stacked bars (whether a curriculum reacts to the learner shows here)."""
+    import matplotlib.pyplot as plt
+
+    labels = [label for label, value in shares.items() if value]
+    figure, axes = plt.subplots(
+        1, len(labels), figsize=(2.2 * len(labels) + 1.5, 3.4), sharey=True, squeeze=False
+    )
+    colours = plt.get_cmap("tab10")
+    for axis, label in zip(axes[0], labels, strict=True):
+        iterations = shares[label]
+        positions = np.arange(1, len(iterations) + 1)
+        bottom = np.zeros(len(iterations))
+        for index, skill in enumerate(SKILLS):
+            heights = np.array([share[skill] for share in iterations])
+            axis.bar(positions, heights, bottom=bottom, color=colours(index), label=skill)
+            bottom += heights
+        axis.set_title(label, fontsize="small")
+        axis.set_xticks(positions)
+        axis.set_xlabel("iteration")
+    axes[0][0].set_ylabel("share of practised tasks")
+    axes[0][-1].legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+    figure.suptitle(f"{title}: what each curriculum practised", fontsize="medium")
+    return _save(figure, path)
 
 
 def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -> Path:

@@ -1,1 +1,1 @@
-"""experimenter (see DESIGN.md)."""
+"""The experimenter: curricula, the VLM experimenter, the skill library, embodiment and loop."""

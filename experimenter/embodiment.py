@@ -6,12 +6,19 @@ env's active instruction (its goal is what the observation carries and what the 
 gets a fresh policy from its skill's executor, and runs for at most its step budget or until
 the oracle says it succeeded, judged against the scene at the start of that skill. At the end
 the oracle judges the whole task against the episode's start. Every skill acts at least once.
+With a `takeover` executor (the collect loop's `mixed` collector), a skill that a learned policy
+failed is run once more by the takeover (the scripted expert) with a fresh budget. Every step
+records who acted (`EpisodeRecord.actors`, indices into `ACTORS`).
+
+`EpisodeRecord.relabel()` is the hindsight copy of a multi-skill episode: the same steps under
+the task's own goal, judged by the task's verdict, marked relabelled. `evaluate_composed` runs a
+target env's evaluation suite through the library's plans with learned executors only.
 
 `Embodiment.record(records, dataset_id)` appends episodes to a Minari dataset laid out as
 `baselines.datasets` writes them (so `datasets.load` reads them for BC and IQL): `data/` plus the
 `episodes.json` sidecar, whose record per episode (task, skill sequence, per-skill outcomes) is
 also Minari's episode metadata. Per step the dataset holds the active sub-instruction's goal,
-reward and success; an episode's step flags are per skill: the last step of a skill is a
+reward, success and actor; an episode's step flags are per skill: the last step of a skill is a
 termination if the skill succeeded and a truncation if its budget ran out (so the flags, like
 the goal, describe the active sub-task; at a truncated boundary the next observation already
 carries the next skill's goal). A new dataset version is built in a hidden staging folder beside
@@ -26,7 +33,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +52,17 @@ from gameon.baselines.datasets import (
     default_datasets_path,
     write_json,
 )
+from gameon.benchmark.evaluation import EvalEpisode, EvalReport, evaluation_suite
 from gameon.envs import ENV_SKILLS, language, oracle
 from gameon.envs.language import SKILLS, Instruction
-from gameon.experimenter.skills import SkillLibrary, as_instruction, default_library
+from gameon.experimenter.skills import (
+    Executor,
+    LearnedExecutor,
+    ScriptedExecutor,
+    SkillLibrary,
+    as_instruction,
+    default_library,
+)
 
 DEFAULT_BUDGETS: dict[str, int] = {
     "reach": 60,
@@ -61,6 +76,8 @@ DEFAULT_BUDGETS: dict[str, int] = {
 """Steps each skill may take before it counts as failed."""
 MAX_EPISODE_STEPS = 2000
 """The env's time limit: a task's skill budgets must add up to no more."""
+ACTORS = ("scripted", "learned")
+"""Who may act in a step (`EpisodeRecord.actors` holds indices into this)."""
 POLICY_NAME = "embodiment"
 """The `policy` of the embodiment's episodes in `episodes.json` (the experts' is "expert")."""
 
@@ -75,6 +92,8 @@ class SkillOutcome:
     success: bool
     steps: int
     skill_return: float
+    takeover: bool = False
+    """the scripted expert ran this skill again after the learned policy failed it"""
 
 
 @dataclass
@@ -97,11 +116,58 @@ class EpisodeRecord:
     truncations: np.ndarray
     successes: np.ndarray
     """(T,) bool: the active skill's oracle verdict after each step"""
+    actors: np.ndarray
+    """(T,) uint8: who chose each step's action, an index into ACTORS (0 scripted, 1 learned)"""
+    relabelled: bool = False
+    """a hindsight copy: the steps of an executed plan, stored under the task's own goal"""
 
     @property
     def skill(self) -> str:
         """The grammar skill of the task itself."""
         return language.parse(self.instruction).skill
+
+    @property
+    def attempt_success(self) -> bool:
+        """Whether the task succeeded without a scripted takeover: the executors' own result."""
+        return self.success and not any(outcome.takeover for outcome in self.outcomes)
+
+    @property
+    def needs_relabel(self) -> bool:
+        """Whether the steps ran under other goals than the task's (a plan of several skills)."""
+        return not self.relabelled and self.skills != [self.instruction]
+
+    def relabel(self) -> EpisodeRecord:
+        """A hindsight copy: every step under the task's own goal, one segment judged by the
+        task's verdict (reward 1 at the last step if the task succeeded), marked relabelled.
+
+        The monolithic policy is evaluated on task goals (a tower), which a plan's steps never
+        carry (each runs under its skill's goal, a stack); the copy puts them in the data.
+        """
+        goal = language.encode(language.parse(self.instruction))
+        observations = {key: value.copy() for key, value in self.observations.items()}
+        observations["goal"][:] = goal
+        steps = len(self.actions)
+        last = np.zeros(steps, bool)
+        last[-1] = True
+        return replace(
+            self,
+            outcomes=[
+                SkillOutcome(
+                    self.skill,
+                    self.instruction,
+                    "relabelled",
+                    self.success,
+                    steps,
+                    float(self.success),
+                )
+            ],
+            observations=observations,
+            rewards=np.where(last & self.success, 1.0, 0.0),
+            terminations=last & self.success,
+            truncations=last & (not self.success),
+            successes=last & self.success,
+            relabelled=True,
+        )
 
     def summary(self) -> dict[str, Any]:
         """The JSON record of `episodes.json`: the collect fields plus plan and outcomes."""
@@ -116,17 +182,24 @@ class EpisodeRecord:
             "return": self.episode_return,
             "skill_sequence": list(self.skills),
             "outcomes": [asdict(outcome) for outcome in self.outcomes],
+            "relabelled": self.relabelled,
+            "actor_steps": self.actor_steps(),
         }
+
+    def actor_steps(self) -> dict[str, int]:
+        """How many steps each kind of actor chose (see ACTORS)."""
+        return {actor: int(np.sum(self.actors == code)) for code, actor in enumerate(ACTORS)}
 
     def minari_metadata(self) -> dict[str, Any]:
         """The same record flattened into lists, as HDF5 attributes can hold it."""
         summary = self.summary()
-        del summary["outcomes"]
+        del summary["outcomes"], summary["actor_steps"]
         outcomes = self.outcomes
         summary["skill_executor"] = [o.executor for o in outcomes]
         summary["skill_success"] = np.array([o.success for o in outcomes], bool)
         summary["skill_steps"] = np.array([o.steps for o in outcomes], np.int64)
         summary["skill_return"] = np.array([o.skill_return for o in outcomes], np.float64)
+        summary["skill_takeover"] = np.array([o.takeover for o in outcomes], bool)
         return summary
 
     def buffer(self, episode_id: int) -> EpisodeBuffer:
@@ -139,7 +212,7 @@ class EpisodeRecord:
             rewards=self.rewards,
             terminations=self.terminations,
             truncations=self.truncations,
-            infos={"success": self.successes},
+            infos={"success": self.successes, "actor": self.actors},
         )
 
 
@@ -161,6 +234,36 @@ def _budgets(overrides: Mapping[str, int] | None) -> dict[str, int]:
     return budgets
 
 
+@dataclass
+class _Trace:
+    """The steps of one episode as they are taken, across the skills of its plan."""
+
+    observations: list[dict[str, np.ndarray]]
+    actions: list[np.ndarray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    successes: list[bool] = field(default_factory=list)
+    terminations: list[bool] = field(default_factory=list)
+    truncations: list[bool] = field(default_factory=list)
+    actors: list[int] = field(default_factory=list)
+    ended: bool = False
+
+    def add(
+        self,
+        observation: dict[str, np.ndarray],
+        action: np.ndarray,
+        reward: float,
+        success: bool,
+        actor: int,
+    ) -> None:
+        self.observations.append(observation)
+        self.actions.append(action)
+        self.rewards.append(reward)
+        self.successes.append(success)
+        self.terminations.append(False)
+        self.truncations.append(False)
+        self.actors.append(actor)
+
+
 class Embodiment:
     """Runs tasks with a skill library in one env and records the episodes to Minari."""
 
@@ -173,6 +276,7 @@ class Embodiment:
         stop_on_failure: bool = False,
         max_episode_steps: int = MAX_EPISODE_STEPS,
         env_kwargs: Mapping[str, Any] | None = None,
+        takeover: ScriptedExecutor | None = None,
     ) -> None:
         if env_id not in ENV_SKILLS:
             raise ValueError(f"unknown env id {env_id!r}; accepted: {', '.join(ENV_SKILLS)}")
@@ -194,6 +298,7 @@ class Embodiment:
         self.atomic = atomic
         self.stop_on_failure = stop_on_failure
         self.max_episode_steps = max_episode_steps
+        self.takeover = takeover
         self.env = gym.make(
             env_id, max_episode_steps=max_episode_steps, terminate_on_success=False, **env_kwargs
         )
@@ -217,59 +322,78 @@ class Embodiment:
     def execute(
         self, task: str | Instruction, seed: int, noise_seed: int | None = None
     ) -> EpisodeRecord:
-        """Run a task's skills in one episode reset with `seed`; policies draw from noise_seed."""
+        """Run a task's skills in one episode reset with `seed`; policies draw from noise_seed.
+
+        With a `takeover` executor, a skill that a learned policy failed (its budget spent, the
+        episode still running) is run again by the takeover with a fresh budget, so the plan can
+        go on; those steps are labelled as the takeover's.
+        """
         instruction = as_instruction(task)
         steps = self.plan(instruction)
         noise_seed = seed if noise_seed is None else noise_seed
         env, world = self.env, self.env.unwrapped
         observation, _ = env.reset(seed=seed, options={"instruction": instruction})
         episode_start = world.start_scene
-        observations = [observation]
-        actions, rewards, successes, terminations, truncations = [], [], [], [], []
+        trace = _Trace([observation])
         outcomes: list[SkillOutcome] = []
-        ended = False
         for index, step in enumerate(steps):
-            observation = world.set_instruction(step)
-            observations[-1] = observation
+            trace.observations[-1] = world.set_instruction(step)
             executor = self.library.executor_for(step)
-            policy = executor.policy(env, step, _sub_seed(noise_seed, index))
             start = world.scene()
-            success, count, total = False, 0, 0.0
-            while count < self.budgets[step.skill] and not (success or ended):
-                action = np.asarray(policy(observation), np.float32)
-                observation, reward, terminated, truncated, _ = env.step(action)
-                success = not truncated and oracle.success(step, world.scene(), start)
-                ended = terminated or truncated
-                count, total = count + 1, total + float(reward)
-                observations.append(observation)
-                actions.append(action)
-                rewards.append(float(reward))
-                successes.append(success)
-                terminations.append(False)
-                truncations.append(False)
-            terminations[-1], truncations[-1] = success, not success
-            outcomes.append(
-                SkillOutcome(step.skill, str(step), executor.kind, success, count, total)
-            )
-            if ended or (self.stop_on_failure and not success):
+            outcome = self._run_skill(trace, step, executor, start, _sub_seed(noise_seed, index))
+            outcomes.append(outcome)
+            if not (outcome.success or trace.ended) and self._takes_over(executor):
+                sub_seed = _sub_seed(noise_seed, len(steps) + index)
+                outcome = self._run_skill(trace, step, self.takeover, start, sub_seed)
+                outcomes.append(replace(outcome, takeover=True))
+            if trace.ended or (self.stop_on_failure and not outcome.success):
                 break
-        keys = observations[0].keys()
+        keys = trace.observations[0].keys()
         return EpisodeRecord(
             instruction=str(instruction),
             skills=[str(step) for step in steps],
             outcomes=outcomes,
             success=oracle.success(instruction, world.scene(), episode_start),
-            steps=len(actions),
-            episode_return=float(sum(rewards)),
+            steps=len(trace.actions),
+            episode_return=float(sum(trace.rewards)),
             seed=seed,
             noise_seed=noise_seed,
-            observations={key: np.stack([o[key] for o in observations]) for key in keys},
-            actions=np.stack(actions).astype(np.float32),
-            rewards=np.asarray(rewards, np.float64),
-            terminations=np.asarray(terminations, bool),
-            truncations=np.asarray(truncations, bool),
-            successes=np.asarray(successes, bool),
+            observations={key: np.stack([o[key] for o in trace.observations]) for key in keys},
+            actions=np.stack(trace.actions).astype(np.float32),
+            rewards=np.asarray(trace.rewards, np.float64),
+            terminations=np.asarray(trace.terminations, bool),
+            truncations=np.asarray(trace.truncations, bool),
+            successes=np.asarray(trace.successes, bool),
+            actors=np.asarray(trace.actors, np.uint8),
         )
+
+    def _takes_over(self, executor: Executor) -> bool:
+        return self.takeover is not None and executor.kind == "learned"
+
+    def _run_skill(
+        self,
+        trace: _Trace,
+        step: Instruction,
+        executor: Executor,
+        start: oracle.SceneState,
+        seed: int,
+    ) -> SkillOutcome:
+        """Act with one executor on one step until the oracle's success or its budget; the last
+        step is a termination if it succeeded, else a truncation."""
+        env, world = self.env, self.env.unwrapped
+        policy = executor.policy(env, step, seed)
+        actor = ACTORS.index("learned" if executor.kind == "learned" else "scripted")
+        observation = trace.observations[-1]
+        success, count, total = False, 0, 0.0
+        while count < self.budgets[step.skill] and not (success or trace.ended):
+            action = np.asarray(policy(observation), np.float32)
+            observation, reward, terminated, truncated, _ = env.step(action)
+            success = not truncated and oracle.success(step, world.scene(), start)
+            trace.ended = terminated or truncated
+            count, total = count + 1, total + float(reward)
+            trace.add(observation, action, float(reward), success, actor)
+        trace.terminations[-1], trace.truncations[-1] = success, not success
+        return SkillOutcome(step.skill, str(step), executor.kind, success, count, total)
 
     def execute_many(
         self,
@@ -463,3 +587,51 @@ def _ensure_namespace(dataset_id: str, root: Path) -> None:
     with datasets_root(root):
         if namespace not in list_local_namespaces():
             create_namespace(namespace)
+
+
+def evaluate_composed(
+    library: SkillLibrary,
+    env_id: str,
+    episodes_per_skill: int,
+    practice_env_id: str = "GameOn/MultiSkill-v0",
+) -> EvalReport:
+    """The composed policy on `env_id`'s shared suite: each task run as the library decomposes
+    it, every step by a learned skill, in an env that accepts the steps (`practice_env_id`).
+
+    A suite task resets to the same scene in any env (the layout depends on the instruction and
+    the seed alone), so the episodes are comparable with a monolithic evaluation on `env_id`.
+    A plan step without a learned executor is a ValueError: no scripted expert acts here.
+    """
+    suite = evaluation_suite(env_id, episodes_per_skill)
+    episodes = []
+    with Embodiment(practice_env_id, library, stop_on_failure=True) as embodiment:
+        for task in suite:
+            for step in embodiment.plan(task.instruction):
+                kind = library.executor_for(step).kind
+                if kind != "learned":
+                    raise ValueError(
+                        f"the composed evaluation runs learned skills only, but {step} "
+                        f"({task.instruction}) has a {kind} executor"
+                    )
+            record = embodiment.execute(task.instruction, task.seed)
+            episodes.append(
+                EvalEpisode(
+                    instruction=task.instruction,
+                    skill=record.skill,
+                    seed=task.seed,
+                    success=record.success,
+                    episode_return=record.episode_return,
+                    length=record.steps,
+                )
+            )
+    return EvalReport(env_id, tuple(episodes))
+
+
+def learned_library(library: SkillLibrary, checkpoint: str | Path) -> SkillLibrary:
+    """A copy of the library whose every non-macro skill runs the policy in `checkpoint`."""
+    executor = LearnedExecutor(str(checkpoint))
+    copy = SkillLibrary.from_dict(library.to_dict())
+    for skill in copy:
+        if not skill.is_macro:
+            copy.replace_executor(skill.name, executor)
+    return copy

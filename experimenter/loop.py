@@ -2,26 +2,46 @@
 
     python -m gameon.cli experiment --env-id GameOn/Tower-v0 --curriculum lp --learner bc
 
-Iteration 0 records a seed dataset of noisy scripted experts, trains the offline learner on it and
-evaluates the policy per skill. Every later iteration:
+Protocol v2 (the default, `collector` learned or mixed): the learner collects its own data, so
+a curriculum is judged by what its choices teach. Iteration 0 records a seed dataset of noisy
+scripted-expert episodes (a skill of the practice env drawn uniformly, then one of its
+instructions; the same for every curriculum of a seed), trains the offline learner on it and
+evaluates it per skill. Every later iteration:
 
 1. the curriculum proposes `episodes_per_iteration` tasks of the practice env;
-2. the embodiment runs each one as the skill library decomposes it, every skill with its current
-   executor: the learned policy for a skill whose latest evaluation passed `promote_threshold`,
-   otherwise the scripted expert with action noise;
-3. the per-task outcomes update the curriculum;
-4. the episodes join the dataset; the learner (BC or IQL) retrains from scratch on all of it;
-5. the policy is evaluated per skill on the evaluation env's shared suite, the skills that pass
-   `promote_threshold` switch to the new policy, the curves grow.
+2. the embodiment runs each one as the skill library decomposes it (a tower as its stacks),
+   every skill by the latest learned policy conditioned on that skill's goal; with the `mixed`
+   collector the scripted expert takes over a skill the policy failed, so the plan can go on
+   (those steps are labelled scripted). The oracle judges every skill and the task;
+3. the learner's own outcomes (a task counts as done only without a takeover) update the
+   curriculum;
+4. the episodes, successes and failures alike with the oracle's rewards, join the dataset; a
+   multi-skill episode is also stored once more under the task's own goal, marked relabelled
+   (hindsight relabelling), so the monolithic policy sees the goals it is evaluated on;
+5. the learner (BC on the successful skill segments, or IQL on everything) trains on all of it
+   for `num_updates` steps, with action chunking (`chunk_length`), continuing from the previous
+   iteration's policy (`warm_start`, the default) or from scratch;
+6. the policy is evaluated per skill on the evaluation env's shared suite; those outcomes update
+   the curriculum too (`update_evaluation`), and the curves grow.
+
+When the run ends, the final policy is evaluated on the target env's suite (and
+`report_env_id`'s) with `target_eval_episodes` per skill, twice: monolithic (conditioned on the
+task's goal) and composed (the run's skill library decomposes each task and the learned policy
+runs every step; no scripted executor anywhere). The record carries both; the composed one
+ranks.
+
+Protocol v1 (`collector = "expert"`): the scripted experts run every skill until its
+evaluation passes `promote_threshold`, and then the learned policy runs it (privileged data).
 
 With the `vlm` curriculum (`vlm_backend`: rules | gemini | openai | replay) the model is consulted
 once per iteration (`experimenter/vlm/collect.py`): it proposes the tasks from an image of the
 iteration's first scene and the success history, decomposes each into library skills (the
-embodiment runs those plans), and after retraining analyses the per-skill curves: a skill is
-promoted only once its curve is judged converged, stalled skills are sampled less, and a macro
-skill it proposes joins the library after the oracle verifies it on seeded trials. Every call is
-in `transcript.jsonl`; the committed state carries the usage (`state["vlm"]`, the keys of
-`benchmark.records.VLMUsage`) and the label (`state["curriculum_label"]`, e.g. "vlm[rules]").
+embodiment runs those plans), and after retraining analyses the per-skill curves (stalled skills
+are sampled less; under protocol v1 a skill is promoted only once its curve is judged
+converged), and a macro skill it proposes joins the library after the oracle verifies it on
+seeded trials. Every call is in `transcript.jsonl`; the committed state carries the usage
+(`state["vlm"]`, the keys of `benchmark.records.VLMUsage`) and the label
+(`state["curriculum_label"]`, e.g. "vlm[rules]").
 
 The run stops after `iterations` iterations, or as soon as every skill of the target env reaches
 `stop_threshold` in an evaluation. Everything random derives from (`seed`, iteration): the same
@@ -29,7 +49,8 @@ seed gives the same run, whether it ran through or was killed and resumed.
 
 Files in the run folder:
 
-- `state.json`: the committed state, rewritten atomically after every iteration;
+- `state.json`: the committed state, rewritten atomically after every iteration and once more
+  with the final target evaluations (`targets`);
 - `datasets/iter_{k}/`: the Minari datasets root holding `gameon/collect-v0` as committed by
   iteration k (only the latest committed one is kept);
 - `policies/iter_{k}/`: the learner's checkpoint, logs and evaluation of iteration k;
@@ -55,7 +76,7 @@ import shutil
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,6 +93,7 @@ from gameon.benchmark.records import (
     CurvePoint,
     Evaluation,
     RunRecord,
+    TargetEvaluation,
     VLMUsage,
     env_version,
     write_record,
@@ -82,8 +104,10 @@ from gameon.experimenter.curriculum import (
     CURRICULA,
     Curriculum,
     Outcome,
+    curriculum_brief,
     curriculum_for_env,
     curriculum_label,
+    task_set,
     vlm_usage,
 )
 from gameon.experimenter.skills import (
@@ -96,10 +120,12 @@ from gameon.experimenter.skills import (
 if TYPE_CHECKING:  # minari is imported only when a run starts
     from gameon.experimenter.embodiment import Embodiment, EpisodeRecord
 
-STATE_FORMAT = "gameon-collect-state-v2"
+STATE_FORMAT = "gameon-collect-state-v3"
+"""v3: collectors, relabelling, the final target evaluations (`targets`)."""
 DATASET_ID = "gameon/collect-v0"
 """Minari id of the run's dataset (inside each `datasets/iter_{k}` root)."""
 LEARNERS = ("bc", "iql")
+COLLECTORS = ("learned", "mixed", "expert")
 SEED_LOW, SEED_HIGH = 2**20, 2**31
 """Episode reset seeds come from this range, far from the evaluation suite's (10_000 + i)."""
 
@@ -115,9 +141,27 @@ class LoopConfig:
     eval_env_id: str | None = None
     """env whose suite evaluates each skill (None: the practice env, so every skill gets a curve)"""
     curriculum: str = "lp"
-    """curriculum over the practice env's tasks: fixed | hand | lp | vlm"""
+    """curriculum over the practice env's tasks (see CURRICULA: fixed, hand, lp, vlm and the
+    positive and negative controls)"""
     learner: Literal["bc", "iql"] = "bc"
     """offline learner retrained on the whole dataset every iteration"""
+    collector: Literal["learned", "mixed", "expert"] = "learned"
+    """who acts in the collected episodes after iteration 0: learned (the latest policy runs every
+    skill), mixed (the latest policy, and the scripted expert takes over a skill it failed, those
+    steps labelled scripted) or expert (protocol v1: scripted experts until a skill's evaluation
+    passes promote_threshold; privileged data)"""
+    relabel: bool = True
+    """also store each multi-skill episode under the task's own goal (hindsight relabelling)"""
+    chunk_length: int = 8
+    """actions the offline learner predicts per observation (action chunking; 1: none)"""
+    warm_start: bool = True
+    """each iteration's learner continues from the previous iteration's policy for num_updates
+    more gradient steps (its actor and normaliser), instead of starting afresh"""
+    target_eval_episodes: int = 20
+    """episodes per target skill of the final evaluations on the target env's suite, of the
+    monolithic policy (task goal) and of the composed one (the library's plan, learned skills)"""
+    report_env_id: str | None = None
+    """a second target env evaluated at the end as the target is, e.g. GameOn/Stack-v0"""
     seed: int = 0
     """seed of everything: curriculum, episode seeds, expert noise and the learner"""
     iterations: int = 5
@@ -125,7 +169,8 @@ class LoopConfig:
     episodes_per_iteration: int = 20
     """tasks the curriculum proposes and the embodiment runs per iteration"""
     seed_episodes: int = 50
-    """tasks of the seed dataset, sampled uniformly from the practice env's task set"""
+    """tasks of the seed dataset, run by the noisy scripted experts: a skill of the practice env
+    drawn uniformly, then one of its instructions"""
     seed_noise: float = 0.1
     """std of the scripted experts' action noise (seed dataset and skills not yet promoted)"""
     num_updates: int = 5_000
@@ -155,9 +200,10 @@ class LoopConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field and what it accepts."""
-        for name in ("env_id", "practice_env_id", "eval_env_id"):
+        for name in ("env_id", "practice_env_id", "eval_env_id", "report_env_id"):
             value = getattr(self, name)
-            if value not in ENV_SKILLS and not (name == "eval_env_id" and value is None):
+            optional = name in ("eval_env_id", "report_env_id")
+            if value not in ENV_SKILLS and not (optional and value is None):
                 raise ValueError(f"unknown {name} {value!r}; accepted: {', '.join(ENV_SKILLS)}")
         if self.curriculum not in CURRICULA:
             raise ValueError(
@@ -165,19 +211,27 @@ class LoopConfig:
             )
         if self.learner not in LEARNERS:
             raise ValueError(f"unknown learner {self.learner!r}; accepted: {', '.join(LEARNERS)}")
+        if self.collector not in COLLECTORS:
+            raise ValueError(
+                f"unknown collector {self.collector!r}; accepted: {', '.join(COLLECTORS)}"
+            )
+        targets = [self.env_id, *([self.report_env_id] if self.report_env_id else [])]
         for role, env_id in (("practice", self.practice_env_id), ("eval", self.eval_env)):
-            missing = [s for s in self.target_skills if s not in ENV_SKILLS[env_id][0]]
-            if missing:
-                raise ValueError(
-                    f"{role} env {env_id} lacks the target skills {missing} of {self.env_id}; "
-                    "use GameOn/MultiSkill-v0"
-                )
+            for target in targets:
+                missing = [s for s in ENV_SKILLS[target][0] if s not in ENV_SKILLS[env_id][0]]
+                if missing:
+                    raise ValueError(
+                        f"{role} env {env_id} lacks the target skills {missing} of {target}; "
+                        "use GameOn/MultiSkill-v0"
+                    )
         minimums = {
             "iterations": 0,
             "episodes_per_iteration": 1,
             "seed_episodes": 1,
             "num_updates": 1,
             "eval_episodes_per_skill": 1,
+            "chunk_length": 1,
+            "target_eval_episodes": 1,
         }
         for name, low in minimums.items():
             if getattr(self, name) < low:
@@ -212,8 +266,10 @@ class LoopConfig:
 def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Curriculum:
     """The run's curriculum over the practice env's tasks, seeded with the run's seed.
 
-    vlm: consulted once per iteration, its transcript in run_dir/transcript.jsonl (none if
-    run_dir is None, as when a config is only validated).
+    It knows the run's budget (the episodes it will propose, which sizes hand's stage windows)
+    and the target env's skills (which the controls practise or avoid). vlm: consulted once per
+    iteration, its transcript in run_dir/transcript.jsonl (none if run_dir is None, as when a
+    config is only validated).
     """
     vlm_options = None
     if config.curriculum == "vlm":
@@ -228,7 +284,13 @@ def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Cur
             "mastery": config.promote_threshold,
         }
     return curriculum_for_env(
-        config.practice_env_id, config.curriculum, config.seed, vlm_options=vlm_options
+        config.practice_env_id,
+        config.curriculum,
+        config.seed,
+        vlm_options=vlm_options,
+        budget=config.iterations * config.episodes_per_iteration,
+        target_skills=config.target_skills,
+        group="skill",
     )
 
 
@@ -246,6 +308,25 @@ def episode_seeds(seed: int, iteration: int, n: int) -> tuple[list[int], list[in
 def learner_seed(seed: int, iteration: int) -> int:
     """The offline learner's seed of an iteration, from (seed, iteration)."""
     return int(np.random.default_rng([seed, iteration, 1]).integers(0, 2**31))
+
+
+def seed_tasks(seed: int, tasks: Sequence[str], count: int) -> list[str]:
+    """The seed dataset's tasks: a skill drawn uniformly, then one of its instructions.
+
+    The same for every curriculum of a seed (drawn from the practice env's task set, not the
+    curriculum's). Drawing skills first keeps the seed data balanced: the practice env has 24
+    place instructions but 6 stacks, and a uniform draw over instructions starves the targets.
+    """
+    by_skill: dict[str, list[str]] = {}
+    for task in tasks:
+        by_skill.setdefault(parse(task).skill, []).append(task)
+    skills = list(by_skill)
+    rng = np.random.default_rng([seed, 0, 2])
+    picks = []
+    for _ in range(count):
+        options = by_skill[skills[int(rng.integers(len(skills)))]]
+        picks.append(options[int(rng.integers(len(options)))])
+    return picks
 
 
 # -- files ------------------------------------------------------------------------------------
@@ -303,8 +384,15 @@ def copy_dataset(run_dir: Path, source: Path, iteration: int) -> Path:
 # -- one iteration ----------------------------------------------------------------------------
 
 
-def train_and_evaluate(config: LoopConfig, iteration: int, root: Path, run_dir: Path) -> dict:
-    """Train the learner from scratch on the dataset in `root`; return its summary."""
+def train_and_evaluate(
+    config: LoopConfig, iteration: int, root: Path, run_dir: Path, previous: str | None
+) -> dict:
+    """Train the learner on the whole dataset in `root`, from the previous iteration's policy
+    (`warm_start`) or from scratch; return its summary.
+
+    BC learns from the successful skill segments only (self-collected failures would teach it
+    to fail); IQL learns from every transition with the oracle's rewards.
+    """
     learner = importlib.import_module(f"gameon.baselines.{config.learner}")  # needs torch
     folder = policy_dir(run_dir, iteration)
     folder.mkdir(parents=True, exist_ok=True)
@@ -316,6 +404,9 @@ def train_and_evaluate(config: LoopConfig, iteration: int, root: Path, run_dir: 
         num_updates=config.num_updates,
         eval_episodes_per_skill=config.eval_episodes_per_skill,
         run_dir=str(folder),
+        chunk_length=config.chunk_length,
+        init_checkpoint=previous if config.warm_start else None,
+        **({"success_only": True} if config.learner == "bc" else {}),
     )
     with open(folder / "train.log", "w") as log, contextlib.redirect_stdout(log):
         return learner.train(args)
@@ -324,7 +415,16 @@ def train_and_evaluate(config: LoopConfig, iteration: int, root: Path, run_dir: 
 def promote(
     library: SkillLibrary, rates: dict[str, float], checkpoint: str, config: LoopConfig
 ) -> None:
-    """Give each evaluated skill the new policy if it passed promote_threshold, else its expert."""
+    """Choose each skill's executor for the next collection.
+
+    learned and mixed: the new policy runs every skill. expert (protocol v1): each evaluated
+    skill gets the new policy if it passed promote_threshold, else its noisy scripted expert.
+    """
+    if config.collector != "expert":
+        for skill in library:
+            if not skill.is_macro:
+                library.replace_executor(skill.name, LearnedExecutor(checkpoint))
+        return
     for skill, rate in rates.items():
         if skill not in library or library.get(skill).is_macro:
             continue
@@ -390,56 +490,71 @@ def run_iteration(
     on_episode: Callable[[EpisodeRecord], None],
 ) -> dict:
     """Collect, record, retrain and evaluate one iteration; return the state to commit."""
+    from gameon.experimenter.embodiment import ACTORS
+
     start = time.perf_counter()
     vlm = config.curriculum == "vlm" and iteration > 0
     report: dict[str, Any] = {}
     count = config.seed_episodes if iteration == 0 else config.episodes_per_iteration
     seeds, noise_seeds = episode_seeds(config.seed, iteration, count)
     if iteration == 0:
-        rng = np.random.default_rng([config.seed, 0, 2])
-        picks = rng.integers(len(curriculum.tasks), size=config.seed_episodes)
-        tasks = [curriculum.tasks[int(i)] for i in picks]
+        tasks = seed_tasks(config.seed, task_set(config.practice_env_id), count)
     elif vlm:
         tasks, report = vlm_propose(curriculum, embodiment, seeds[0], count)
     else:
         tasks = curriculum.propose_batch(config.episodes_per_iteration)
     records = embodiment.execute_many(tasks, seeds, noise_seeds, callback=on_episode)
     if iteration > 0:
-        outcomes = [Outcome(r.instruction, r.success, r.episode_return) for r in records]
-        curriculum.update_batch(outcomes)
+        attempts = [Outcome(r.instruction, r.attempt_success, r.episode_return) for r in records]
+        curriculum.update_batch(attempts)
 
     if state is None:
         root = dataset_root(run_dir, 0)
     else:
         root = copy_dataset(run_dir, run_dir / state["dataset"]["root"], iteration)
-    embodiment.record(records, DATASET_ID, root, append=True)
-    summary = train_and_evaluate(config, iteration, root, run_dir)
-    rates = {skill: r["rate"] for skill, r in summary["eval"]["per_skill"].items()}
+    relabelled = [r.relabel() for r in records if r.needs_relabel] if config.relabel else []
+    embodiment.record([*records, *relabelled], DATASET_ID, root, append=True)
+    previous = None if state is None else str(run_dir / state["policy"])
+    summary = train_and_evaluate(config, iteration, root, run_dir, previous)
+    evaluation = summary["eval"]
+    curriculum.update_evaluation(
+        [
+            Outcome(e["instruction"], e["success"], e["episode_return"])
+            for e in evaluation["episodes"]
+        ]
+    )
+    rates = {skill: r["rate"] for skill, r in evaluation["per_skill"].items()}
     checkpoint = str(Path(summary["checkpoint"]).resolve())
     curves = {} if state is None else {k: list(v) for k, v in state["curves"].items()}
     for skill, rate in rates.items():
         curves.setdefault(skill, []).append(rate)
     if vlm:
         report |= vlm_reflect(config, iteration, curriculum, embodiment, curves, rates, checkpoint)
-    else:
+    if not vlm or config.collector != "expert":
         promote(embodiment.library, rates, checkpoint, config)
 
     episodes = (0 if state is None else state["dataset"]["episodes"]) + len(records)
     history = [] if state is None else list(state["history"])
+    actor_steps = {actor: sum(r.actor_steps()[actor] for r in records) for actor in ACTORS}
     history.append(
         {
             "iteration": iteration,
             "tasks": tasks,
+            "practised": dict(Counter(parse(task).skill for task in tasks)),
             "seeds": seeds,
             "noise_seeds": noise_seeds,
             "task_success": [bool(r.success) for r in records],
+            "attempt_success": [bool(r.attempt_success) for r in records],
             "plans": [r.skills for r in records],
+            "actor_steps": actor_steps,
+            "relabelled_episodes": len(relabelled),
             "dataset_episodes": episodes,
             "learner_seed": learner_seed(config.seed, iteration),
             "eval": rates,
-            "success_rate": summary["eval"]["success_rate"],
+            "success_rate": evaluation["success_rate"],
             "env_steps": sum(r.steps for r in records),
             "executors": {s.name: s.executor.kind for s in embodiment.library},
+            "curriculum": curriculum_brief(curriculum),
             **({"vlm": report} if vlm else {}),
             "seconds": time.perf_counter() - start,
         }
@@ -460,12 +575,36 @@ def run_iteration(
             "episodes": episodes,
         },
         "policy": str(Path(summary["checkpoint"]).resolve().relative_to(run_dir.resolve())),
-        "evaluation": summary["eval"],
+        "evaluation": evaluation,
+        "targets": None,
         "curriculum_label": curriculum_label(curriculum),
         "vlm": vlm_usage(curriculum),
         "seed": config.seed,
         "wall_seconds": (0.0 if state is None else state["wall_seconds"]) + history[-1]["seconds"],
     }
+
+
+def evaluate_targets(config: LoopConfig, run_dir: Path, state: dict) -> list[dict[str, Any]]:
+    """The final policy on the target env's suite (and report_env_id's), `target_eval_episodes`
+    per skill, twice: monolithic (the task's own goal) and composed (the run's skill library's
+    plan, every step by the learned policy: no scripted executor acts)."""
+    from gameon.baselines.common import load_policy
+    from gameon.benchmark.evaluation import evaluate
+    from gameon.experimenter.embodiment import evaluate_composed, learned_library
+
+    checkpoint = run_dir / state["policy"]
+    library = learned_library(SkillLibrary.from_dict(state["library"]), checkpoint)
+    results = []
+    for env_id in [config.env_id, *([config.report_env_id] if config.report_env_id else [])]:
+        monolithic = evaluate(
+            load_policy(checkpoint), env_id, episodes_per_skill=config.target_eval_episodes
+        )
+        composed = evaluate_composed(
+            library, env_id, config.target_eval_episodes, config.practice_env_id
+        )
+        results.append({"mode": "monolithic", "evaluation": monolithic.to_dict()})
+        results.append({"mode": "composed", "evaluation": composed.to_dict()})
+    return results
 
 
 def commit(run_dir: Path, state: dict, previous: dict | None) -> None:
@@ -514,6 +653,19 @@ def collected_counts(history: list[dict]) -> Collected:
     return Collected(episodes=len(tasks), skills=dict(skills), objects=dict(objects))
 
 
+def portable_library(library: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """The library's JSON with learned checkpoints relative to the run folder, as the record
+    keeps it (the leaderboard's --verify rebuilds the composed policy from it)."""
+    portable = json.loads(json.dumps(library))
+    for skill in portable["skills"]:
+        executor = skill["executor"]
+        if executor["kind"] == "learned":
+            path = Path(executor["checkpoint"])
+            with contextlib.suppress(ValueError):
+                executor["checkpoint"] = str(path.relative_to(run_dir.resolve()))
+    return portable
+
+
 def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
     """The run record (benchmark.records): final evaluation episodes, curve, data, cost."""
     budget_spent = state["iteration"] >= config.iterations
@@ -548,6 +700,19 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
             episodes=state["evaluation"]["episodes"],
         ),
         collected=collected_counts(history),
+        protocol_version=1 if config.collector == "expert" else 2,
+        target_evaluations=[
+            TargetEvaluation(
+                mode=target["mode"],
+                evaluation=Evaluation(
+                    env_id=target["evaluation"]["env_id"],
+                    suite_seed=SUITE_SEED,
+                    episodes_per_skill=config.target_eval_episodes,
+                    episodes=target["evaluation"]["episodes"],
+                ),
+            )
+            for target in state.get("targets") or []
+        ],
         vlm=VLMUsage(**state["vlm"]),
         wall_seconds=state["wall_seconds"],
         env_steps=env_steps,
@@ -563,12 +728,18 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
             "iterations_done": state["iteration"],
             "target_mastered": mastered(config, history[-1]["eval"]),
             "dataset": state["dataset"],
+            "library": portable_library(state["library"], run_dir),
             "iterations": [
                 {
                     "iteration": h["iteration"],
+                    "practised": h["practised"],
                     "episodes": h["dataset_episodes"],
                     "task_success_rate": float(np.mean(h["task_success"])),
+                    "attempt_success_rate": float(np.mean(h["attempt_success"])),
+                    "actor_steps": h["actor_steps"],
+                    "relabelled_episodes": h["relabelled_episodes"],
                     "executors": h["executors"],
+                    "curriculum": h["curriculum"],
                 }
                 for h in history
             ],
@@ -655,8 +826,9 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
 
         embodiment_class, curriculum.library = PlannedEmbodiment, library
 
+    takeover = ScriptedExecutor(config.seed_noise) if config.collector == "mixed" else None
     with (
-        embodiment_class(config.practice_env_id, library) as embodiment,
+        embodiment_class(config.practice_env_id, library, takeover=takeover) as embodiment,
         progress_bar(progress) as bar,
         contextlib.closing(curriculum),
     ):
@@ -680,4 +852,10 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
             state = new
             plot_curves(state, run_dir / "curves.png")
             bar.advance(iterations)
+    if state.get("targets") is None:
+        start = time.perf_counter()
+        targets = evaluate_targets(config, run_dir, state)
+        seconds = time.perf_counter() - start
+        state = {**state, "targets": targets, "wall_seconds": state["wall_seconds"] + seconds}
+        commit(run_dir, state, None)
     return write_outputs(config, run_dir, state)

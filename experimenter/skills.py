@@ -80,7 +80,7 @@ class LearnedExecutor:
     checkpoint: str
     kind: ClassVar[str] = "learned"
     _actor: Any = field(default=None, init=False, repr=False, compare=False)
-    _policy: Policy | None = field(default=None, init=False, repr=False, compare=False)
+    _normalizer: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.checkpoint, (str, Path)) or not str(self.checkpoint):
@@ -88,17 +88,20 @@ class LearnedExecutor:
         self.checkpoint = str(self.checkpoint)
 
     def load(self) -> Policy:
-        """Load the checkpoint once (ValueError if missing or corrupt) and return its policy."""
-        if self._policy is None:
-            try:
-                from gameon.baselines import common
-            except ModuleNotFoundError as error:
-                raise ModuleNotFoundError(
-                    f"learned skills need torch ({error}); install gameon-rl[train]"
-                ) from None
-            actor, normalizer, _ = common.load_checkpoint(self.checkpoint)
-            self._actor, self._policy = actor, common.make_policy(actor, normalizer)
-        return self._policy
+        """Load the checkpoint once (ValueError if missing or corrupt); return a fresh policy.
+
+        Each call returns a policy of its own, since an action-chunking policy keeps the chunks
+        it predicted: every skill run starts with an empty buffer.
+        """
+        try:
+            from gameon.baselines import common
+        except ModuleNotFoundError as error:
+            raise ModuleNotFoundError(
+                f"learned skills need torch ({error}); install gameon-rl[train]"
+            ) from None
+        if self._actor is None:
+            self._actor, self._normalizer, _ = common.load_checkpoint(self.checkpoint)
+        return common.make_policy(self._actor, self._normalizer)
 
     def policy(self, env: Any, instruction: Instruction, seed: int | None = None) -> Policy:
         """The actor conditioned on `instruction` (its goal replaces the observation's)."""

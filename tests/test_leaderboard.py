@@ -67,8 +67,8 @@ def test_good_submissions_enter_the_board_ranked(board, tmp_path) -> None:
     rows = [
         line for line in table.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")
     ]
-    assert rows[0].startswith(f"| 1 | collect | `{ENV_ID}` | lp | bc | 3 | 0.75 [")
-    assert rows[1].startswith(f"| 2 | collect | `{ENV_ID}` | fixed | bc | 3 | 0.25 [")
+    assert rows[0].startswith(f"| 1 | collect v1 | `{ENV_ID}` | lp | bc | 3 | 0.75 [")
+    assert rows[1].startswith(f"| 2 | collect v1 | `{ENV_ID}` | fixed | bc | 3 | 0.25 [")
     assert "| 0123456 |" in rows[0] and result.entry_id in rows[0]
 
 
@@ -206,6 +206,7 @@ def test_equal_scores_share_a_rank(board, tmp_path) -> None:
     assert submit(_runs(tmp_path / "hand", hand, "hand"), board).accepted
     assert submit(_runs(tmp_path / "lp", LP, "lp"), board).accepted
     table = (board / "LEADERBOARD.md").read_text().splitlines()
-    ranks = {line.split(" | ")[3]: line.split(" | ")[0] for line in table if "| collect |" in line}
+    rows = [line.split(" | ") for line in table if "| collect v1 |" in line]
+    ranks = {row[3]: row[0] for row in rows}
     assert ranks == {"lp": "| 1", "fixed": "| 2", "hand": "| 2"}
     assert all(entry.suite_iqm == entry.iqm for entry in read_board(board).entries)

@@ -178,13 +178,13 @@ def test_learned_executor_loads_lazily_and_acts(tmp_path: Path) -> None:
     env = gym.make("GameOn/Lift-v0")
     path = tiny_checkpoint(tmp_path / "lift.pt", env)
     executor = LearnedExecutor(str(path))
-    assert executor._policy is None
+    assert executor._actor is None
     instruction = parse("pick up the red block")
     observation, _ = env.reset(seed=0, options={"instruction": instruction})
     policy = executor.policy(env, instruction, seed=0)
     action = policy(observation)
     assert action.shape == (5,) and np.all(np.abs(action) <= 1.0)
-    assert executor._policy is not None
+    assert executor._actor is not None
     library = default_library()
     library.replace_executor("lift", executor)
     assert library.executor_for(instruction) is executor

@@ -65,6 +65,8 @@ def comparable(record: RunRecord) -> dict:
     config = data["extra"]["config"]
     for key in ("vlm_backend", "vlm_replay"):
         config.pop(key)
+    for iteration in data["extra"]["iterations"]:
+        iteration["curriculum"].pop("label")
     return data
 
 

@@ -1,4 +1,4 @@
-"""The VLM experimenter: backends, prompts and modules (DESIGN.md).
+"""The VLM experimenter: backends, prompts and modules.
 
 Backends: `make_backend(name)` builds rules | gemini | openai | replay. The Gemini and OpenAI
 backends are imported on first use, so the rules and replay backends work without their SDKs.
