@@ -34,7 +34,7 @@ class BenchRun:
     """Run a benchmark matrix (a preset or a TOML spec); rerun the same command to resume."""
 
     spec: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="SPEC")] = DEFAULT_PRESET
-    """a preset (smoke, paper, full) or the path of a matrix spec in TOML"""
+    """a preset (smoke, paper, controls, full) or the path of a matrix spec in TOML"""
     results: Path | None = None
     """results directory; default runs/bench/{spec name}"""
     runner: Literal["local", "ray"] = "local"

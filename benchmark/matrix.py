@@ -46,7 +46,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 PRESETS_DIR = Path(__file__).with_name("presets")
-PRESETS = ("smoke", "paper", "full")
+PRESETS = ("smoke", "paper", "controls", "full")
 DEFAULT_PRESET = "smoke"
 PROTOCOLS = ("online", "collect")
 LEARNERS = {"online": ("ppo", "sac"), "collect": ("bc", "iql")}
@@ -151,7 +151,7 @@ class RunSpec:
 
 
 def load_spec(spec: str | Path | None = None, check: bool = True) -> MatrixSpec:
-    """Parse a preset name (smoke, paper, full) or a TOML path; None: the default preset.
+    """Parse a preset name (smoke, paper, controls, full) or a TOML path; None: the default preset.
 
     With `check`, every distinct configuration is also validated by the learner or loop that
     will run it (unknown settings, a curriculum that cannot train on an env), which imports torch.

@@ -169,7 +169,8 @@ def test_checked_spec_refuses_unknown_settings_and_impossible_curricula(tmp_path
 
 
 def test_unknown_spec_names_the_presets():
-    with pytest.raises(ValueError, match="give a preset \\(smoke, paper, full\\) or a TOML file"):
+    expected = "give a preset \\(smoke, paper, controls, full\\) or a TOML file"
+    with pytest.raises(ValueError, match=expected):
         load_spec("smok")
 
 

@@ -253,13 +253,20 @@ def test_the_smoke_preset_runs_end_to_end_through_gameon(tmp_path, monkeypatch):
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
     assert "rules" in process.stdout and "vlm[rules]" in process.stdout
     found = {run_id: load_record(path) for run_id, path in records(results).items()}
-    assert len(found) == 16
+    assert len(found) == 20
     labels = {(r.protocol, r.learner, r.curriculum_label) for r in found.values()}
     for protocol, learners in (("online", ("ppo", "sac")), ("collect", ("bc", "iql"))):
         for learner in learners:
             for label in ("fixed", "hand", "lp", "vlm[rules]"):
                 assert (protocol, learner, label) in labels
+    for learner in ("bc", "iql"):
+        for label in ("positive_control", "negative_control"):
+            assert ("collect", learner, label) in labels
     assert all(r.vlm.calls > 0 for r in found.values() if r.curriculum == "vlm")
+    collected = [r for r in found.values() if r.protocol == "collect"]
+    assert all(r.protocol_version == 2 and len(r.target_evaluations) == 2 for r in collected)
     report = (results / "report.md").read_text()
-    assert report.count("| vlm[rules] |") == 4
+    assert report.startswith("# Benchmark report (smoke: ") and "pipeline check" in report[:200]
+    assert report.count("| vlm[rules] |") == 6  # the main table (4) and the target table (2)
+    assert "## Controls" in report
     assert str(results / "report.md") in process.stdout
