@@ -80,14 +80,16 @@ def sac_args(run_dir: Path, **overrides: object) -> sac.Args:
 
 
 def record_curricula(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[Curriculum]:
-    """Make the learner's curricula log what they propose and every outcome reported to them."""
+    """Make the learner's curricula log what they propose, every training outcome reported to
+    them and, apart, the evaluation outcomes they are told (`update_evaluation`)."""
     built: list[Curriculum] = []
     real = module.make_training_curriculum
 
     def make(*args: object, **kwargs: object) -> Curriculum:
         curriculum = real(*args, **kwargs)
-        curriculum.proposed, curriculum.reported = [], []
+        curriculum.proposed, curriculum.reported, curriculum.evaluated = [], [], []
         propose, update = curriculum.propose, curriculum.update
+        update_evaluation = curriculum.update_evaluation
 
         def recording_propose() -> str:
             instruction = propose()
@@ -98,7 +100,16 @@ def record_curricula(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> lis
             update(instruction, success, episode_return)
             curriculum.reported.append(Outcome(instruction, success, episode_return))
 
+        def recording_evaluation(outcomes: list[Outcome]) -> None:
+            curriculum.evaluated.extend(outcomes)
+            curriculum.update = update  # evaluation outcomes are not training episodes
+            try:
+                update_evaluation(outcomes)
+            finally:
+                curriculum.update = recording_update
+
         curriculum.propose, curriculum.update = recording_propose, recording_update
+        curriculum.update_evaluation = recording_evaluation
         built.append(curriculum)
         return curriculum
 
@@ -122,6 +133,9 @@ def check_bookkeeping(summary: dict, curriculum: Curriculum, num_envs: int) -> N
         skill: {"episodes": count, "successes": successes[skill]}
         for skill, count in sorted(per_skill.items())
     }
+    final = [(e["instruction"], e["success"]) for e in summary["eval"]["episodes"]]
+    told = [(o.instruction, o.success) for o in curriculum.evaluated]
+    assert told[-len(final) :] == final, "the learner's evaluations reach the curriculum"
 
 
 def check_saved_state(summary: dict, curriculum: Curriculum, fresh: Curriculum) -> dict:
