@@ -668,7 +668,8 @@ def target_chain(target_skills: Sequence[str] | str | None) -> tuple[str, ...]:
     return tuple(skill for skill in SKILLS if skill in needed)
 
 
-def _tasks_by_skill(tasks: Sequence[str]) -> dict[str, tuple[str, ...]]:
+def tasks_by_skill(tasks: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Tasks grouped by their grammar skill, in order of first appearance."""
     grouped: dict[str, list[str]] = {}
     for task in tasks:
         grouped.setdefault(parse(task).skill, []).append(task)
@@ -686,7 +687,7 @@ class _ControlCurriculum(Curriculum):
         self.chain = target_chain(target_skills)
         targets = (target_skills,) if isinstance(target_skills, str) else tuple(target_skills)
         self.target_skills = tuple(dict.fromkeys(targets))
-        self.by_skill = _tasks_by_skill(self.tasks)
+        self.by_skill = tasks_by_skill(self.tasks)
 
     @classmethod
     def build(

@@ -108,6 +108,7 @@ from gameon.experimenter.curriculum import (
     curriculum_for_env,
     curriculum_label,
     task_set,
+    tasks_by_skill,
     vlm_usage,
 )
 from gameon.experimenter.skills import (
@@ -317,9 +318,7 @@ def seed_tasks(seed: int, tasks: Sequence[str], count: int) -> list[str]:
     curriculum's). Drawing skills first keeps the seed data balanced: the practice env has 24
     place instructions but 6 stacks, and a uniform draw over instructions starves the targets.
     """
-    by_skill: dict[str, list[str]] = {}
-    for task in tasks:
-        by_skill.setdefault(parse(task).skill, []).append(task)
+    by_skill = tasks_by_skill(tasks)
     skills = list(by_skill)
     rng = np.random.default_rng([seed, 0, 2])
     picks = []
@@ -420,16 +419,17 @@ def promote(
     learned and mixed: the new policy runs every skill. expert (protocol v1): each evaluated
     skill gets the new policy if it passed promote_threshold, else its noisy scripted expert.
     """
+    learned = LearnedExecutor(checkpoint)  # one executor: the checkpoint is loaded once
     if config.collector != "expert":
         for skill in library:
             if not skill.is_macro:
-                library.replace_executor(skill.name, LearnedExecutor(checkpoint))
+                library.replace_executor(skill.name, learned)
         return
     for skill, rate in rates.items():
         if skill not in library or library.get(skill).is_macro:
             continue
         if rate >= config.promote_threshold:
-            library.replace_executor(skill, LearnedExecutor(checkpoint))
+            library.replace_executor(skill, learned)
         else:
             library.replace_executor(skill, ScriptedExecutor(config.seed_noise))
 
