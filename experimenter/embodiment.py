@@ -7,8 +7,9 @@ gets a fresh policy from its skill's executor, and runs for at most its step bud
 the oracle says it succeeded, judged against the scene at the start of that skill. At the end
 the oracle judges the whole task against the episode's start. Every skill acts at least once.
 With a `takeover` executor (the collect loop's `mixed` collector), a skill that a learned policy
-failed is run once more by the takeover (the scripted expert) with a fresh budget. Every step
-records who acted (`EpisodeRecord.actors`, indices into `ACTORS`).
+failed is run once more by the takeover (the scripted expert) with a fresh budget; with an
+`executor` given to `execute` (the `demo` collector's demonstrations), every skill runs with it.
+Every step records who acted (`EpisodeRecord.actors`, indices into `ACTORS`).
 
 `EpisodeRecord.relabel()` is the hindsight copy of a multi-skill episode: the same steps under
 the task's own goal, judged by the task's verdict, marked relabelled. `evaluate_composed` runs a
@@ -320,13 +321,18 @@ class Embodiment:
         return steps
 
     def execute(
-        self, task: str | Instruction, seed: int, noise_seed: int | None = None
+        self,
+        task: str | Instruction,
+        seed: int,
+        noise_seed: int | None = None,
+        executor: Executor | None = None,
     ) -> EpisodeRecord:
         """Run a task's skills in one episode reset with `seed`; policies draw from noise_seed.
 
         With a `takeover` executor, a skill that a learned policy failed (its budget spent, the
         episode still running) is run again by the takeover with a fresh budget, so the plan can
-        go on; those steps are labelled as the takeover's.
+        go on; those steps are labelled as the takeover's. With `executor`, every skill of the
+        plan runs with it instead of its library executor (a demonstration of the task).
         """
         instruction = as_instruction(task)
         steps = self.plan(instruction)
@@ -338,11 +344,12 @@ class Embodiment:
         outcomes: list[SkillOutcome] = []
         for index, step in enumerate(steps):
             trace.observations[-1] = world.set_instruction(step)
-            executor = self.library.executor_for(step)
+            step_executor = executor or self.library.executor_for(step)
             start = world.scene()
-            outcome = self._run_skill(trace, step, executor, start, _sub_seed(noise_seed, index))
+            sub_seed = _sub_seed(noise_seed, index)
+            outcome = self._run_skill(trace, step, step_executor, start, sub_seed)
             outcomes.append(outcome)
-            if not (outcome.success or trace.ended) and self._takes_over(executor):
+            if not (outcome.success or trace.ended) and self._takes_over(step_executor):
                 sub_seed = _sub_seed(noise_seed, len(steps) + index)
                 outcome = self._run_skill(trace, step, self.takeover, start, sub_seed)
                 outcomes.append(replace(outcome, takeover=True))

@@ -2,7 +2,7 @@
 
     python -m gameon.cli experiment --env-id GameOn/Tower-v0 --curriculum lp --learner bc
 
-Protocol v2 (the default, `collector` learned or mixed): the learner collects its own data, so
+Protocol v2 (the default, `collector` learned, mixed or demo): the learner collects its own data, so
 a curriculum is judged by what its choices teach. Iteration 0 records a seed dataset of noisy
 scripted-expert episodes (a skill of the practice env drawn uniformly, then one of its
 instructions; the same for every curriculum of a seed), trains the offline learner on it and
@@ -12,7 +12,9 @@ evaluates it per skill. Every later iteration:
 2. the embodiment runs each one as the skill library decomposes it (a tower as its stacks),
    every skill by the latest learned policy conditioned on that skill's goal; with the `mixed`
    collector the scripted expert takes over a skill the policy failed, so the plan can go on
-   (those steps are labelled scripted). The oracle judges every skill and the task;
+   (those steps are labelled scripted); with the `demo` collector the attempt stops at its first
+   failed skill and the scripted expert then demonstrates the whole task from the same start
+   (a separate episode, labelled scripted). The oracle judges every skill and the task;
 3. the learner's own outcomes (a task counts as done only without a takeover) update the
    curriculum;
 4. the episodes, successes and failures alike with the oracle's rewards, join the dataset; a
@@ -126,7 +128,7 @@ STATE_FORMAT = "gameon-collect-state-v3"
 DATASET_ID = "gameon/collect-v0"
 """Minari id of the run's dataset (inside each `datasets/iter_{k}` root)."""
 LEARNERS = ("bc", "iql")
-COLLECTORS = ("learned", "mixed", "expert")
+COLLECTORS = ("learned", "mixed", "demo", "expert")
 SEED_LOW, SEED_HIGH = 2**20, 2**31
 """Episode reset seeds come from this range, far from the evaluation suite's (10_000 + i)."""
 
@@ -146,11 +148,13 @@ class LoopConfig:
     positive and negative controls)"""
     learner: Literal["bc", "iql"] = "bc"
     """offline learner retrained on the whole dataset every iteration"""
-    collector: Literal["learned", "mixed", "expert"] = "learned"
+    collector: Literal["learned", "mixed", "demo", "expert"] = "learned"
     """who acts in the collected episodes after iteration 0: learned (the latest policy runs every
     skill), mixed (the latest policy, and the scripted expert takes over a skill it failed, those
-    steps labelled scripted) or expert (protocol v1: scripted experts until a skill's evaluation
-    passes promote_threshold; privileged data)"""
+    steps labelled scripted), demo (the latest policy until its first failed skill, then the
+    scripted expert demonstrates the whole task from the same start, as a separate episode) or
+    expert (protocol v1: scripted experts until a skill's evaluation passes promote_threshold;
+    privileged data)"""
     relabel: bool = True
     """also store each multi-skill episode under the task's own goal (hindsight relabelling)"""
     chunk_length: int = 8
@@ -416,7 +420,7 @@ def promote(
 ) -> None:
     """Choose each skill's executor for the next collection.
 
-    learned and mixed: the new policy runs every skill. expert (protocol v1): each evaluated
+    learned, mixed and demo: the new policy runs every skill. expert (protocol v1): each evaluated
     skill gets the new policy if it passed promote_threshold, else its noisy scripted expert.
     """
     learned = LearnedExecutor(checkpoint)  # one executor: the checkpoint is loaded once
@@ -475,6 +479,22 @@ def vlm_reflect(
     return {"analysis": statuses, "new_skill": new_skill}
 
 
+def demonstrate_failures(
+    config: LoopConfig, iteration: int, embodiment: Embodiment, records: Sequence[EpisodeRecord]
+) -> list[EpisodeRecord]:
+    """demo collector: run each task the learner failed once more from the same start, every
+    skill of its plan by the noisy scripted expert, so the data holds a whole demonstration of
+    what the learner cannot do yet (a takeover only shows the end of a skill)."""
+    failed = [record for record in records if not record.attempt_success]
+    rng = np.random.default_rng([config.seed, iteration, 4])
+    noise_seeds = rng.integers(SEED_LOW, SEED_HIGH, size=len(failed))
+    expert = ScriptedExecutor(config.seed_noise)
+    return [
+        embodiment.execute(record.instruction, record.seed, int(noise_seed), executor=expert)
+        for record, noise_seed in zip(failed, noise_seeds, strict=True)
+    ]
+
+
 def mastered(config: LoopConfig, rates: dict[str, float]) -> bool:
     """Whether every target skill reached stop_threshold in this evaluation."""
     return all(rates.get(skill, 0.0) >= config.stop_threshold for skill in config.target_skills)
@@ -504,16 +524,20 @@ def run_iteration(
     else:
         tasks = curriculum.propose_batch(config.episodes_per_iteration)
     records = embodiment.execute_many(tasks, seeds, noise_seeds, callback=on_episode)
+    demonstrations = []
     if iteration > 0:
         attempts = [Outcome(r.instruction, r.attempt_success, r.episode_return) for r in records]
         curriculum.update_batch(attempts)
+        if config.collector == "demo":
+            demonstrations = demonstrate_failures(config, iteration, embodiment, records)
 
     if state is None:
         root = dataset_root(run_dir, 0)
     else:
         root = copy_dataset(run_dir, run_dir / state["dataset"]["root"], iteration)
-    relabelled = [r.relabel() for r in records if r.needs_relabel] if config.relabel else []
-    embodiment.record([*records, *relabelled], DATASET_ID, root, append=True)
+    executed = [*records, *demonstrations]
+    relabelled = [r.relabel() for r in executed if r.needs_relabel] if config.relabel else []
+    embodiment.record([*executed, *relabelled], DATASET_ID, root, append=True)
     previous = None if state is None else str(run_dir / state["policy"])
     summary = train_and_evaluate(config, iteration, root, run_dir, previous)
     evaluation = summary["eval"]
@@ -533,9 +557,9 @@ def run_iteration(
     if not vlm or config.collector != "expert":
         promote(embodiment.library, rates, checkpoint, config)
 
-    episodes = (0 if state is None else state["dataset"]["episodes"]) + len(records)
+    episodes = (0 if state is None else state["dataset"]["episodes"]) + len(executed)
     history = [] if state is None else list(state["history"])
-    actor_steps = {actor: sum(r.actor_steps()[actor] for r in records) for actor in ACTORS}
+    actor_steps = {actor: sum(r.actor_steps()[actor] for r in executed) for actor in ACTORS}
     history.append(
         {
             "iteration": iteration,
@@ -547,12 +571,13 @@ def run_iteration(
             "attempt_success": [bool(r.attempt_success) for r in records],
             "plans": [r.skills for r in records],
             "actor_steps": actor_steps,
+            "demonstrations": len(demonstrations),
             "relabelled_episodes": len(relabelled),
             "dataset_episodes": episodes,
             "learner_seed": learner_seed(config.seed, iteration),
             "eval": rates,
             "success_rate": evaluation["success_rate"],
-            "env_steps": sum(r.steps for r in records),
+            "env_steps": sum(r.steps for r in executed),
             "executors": {s.name: s.executor.kind for s in embodiment.library},
             "curriculum": curriculum_brief(curriculum),
             **({"vlm": report} if vlm else {}),
@@ -738,6 +763,7 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
                     "attempt_success_rate": float(np.mean(h["attempt_success"])),
                     "actor_steps": h["actor_steps"],
                     "relabelled_episodes": h["relabelled_episodes"],
+                    "demonstrations": h.get("demonstrations", 0),
                     "executors": h["executors"],
                     "curriculum": h["curriculum"],
                 }
@@ -828,7 +854,12 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
 
     takeover = ScriptedExecutor(config.seed_noise) if config.collector == "mixed" else None
     with (
-        embodiment_class(config.practice_env_id, library, takeover=takeover) as embodiment,
+        embodiment_class(
+            config.practice_env_id,
+            library,
+            takeover=takeover,
+            stop_on_failure=config.collector == "demo",
+        ) as embodiment,
         progress_bar(progress) as bar,
         contextlib.closing(curriculum),
     ):

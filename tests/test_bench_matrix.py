@@ -66,8 +66,17 @@ def test_paper_is_the_collect_comparison_on_tower():
     assert {r.env_id for r in runs} == {"GameOn/Tower-v0"}
     assert {r.curriculum.name for r in runs} == set(CURRICULA)
     assert {r.seed for r in runs} == {0, 1, 2, 3, 4}
-    assert {r.settings["collector"] for r in runs} == {"mixed"}
+    assert {r.settings["collector"] for r in runs} == {"demo"}
     assert all(r.settings["target_eval_episodes"] >= 20 for r in runs)
+
+
+def test_the_controls_preset_runs_exactly_the_paper_presets_control_runs():
+    paper = {r.run_id: r for r in expand(load_spec("paper", check=False))}
+    controls = expand(load_spec("controls", check=False))
+    assert len(controls) == 10
+    for run in controls:
+        assert run.curriculum.name in ("positive_control", "negative_control")
+        assert run == paper[run.run_id]
 
 
 def test_smoke_configs_validate_with_the_learners_and_the_loop():

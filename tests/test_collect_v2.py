@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -155,6 +156,51 @@ def test_a_tiny_learned_collector_run_records_both_target_evaluations(tmp_path: 
         e for e in stored.values() if not e["relabelled"] and len(e["skill_sequence"]) > 1
     ]
     assert len(relabelled) == len(multi_step)
+
+
+def test_a_demonstration_runs_every_skill_of_the_plan_with_the_given_executor(
+    tmp_path: Path,
+) -> None:
+    library = learned_library(default_library(), untrained_checkpoint(tmp_path / "actor.pt"))
+    with Embodiment("GameOn/MultiSkill-v0", library) as embodiment:
+        record = embodiment.execute(TOWER, seed=5, executor=ScriptedExecutor())
+    assert [o.executor for o in record.outcomes] == ["scripted", "scripted"]
+    assert record.success and record.attempt_success
+    assert set(record.actors) == {SCRIPTED}
+
+
+def test_the_demo_collector_demonstrates_each_task_the_learner_failed(tmp_path: Path) -> None:
+    config = LoopConfig(
+        env_id="GameOn/Tower-v0",
+        curriculum="positive_control",
+        collector="demo",
+        iterations=1,
+        episodes_per_iteration=2,
+        seed_episodes=4,
+        num_updates=20,
+        eval_episodes_per_skill=1,
+        target_eval_episodes=1,
+        auto_stop=False,
+    )
+    record = run_experiment(config, tmp_path, progress=False)
+    collected = record.extra["iterations"][1]
+    state_history = json.loads((tmp_path / "state.json").read_text())["history"]
+    failed = [not success for success in state_history[1]["attempt_success"]]
+    assert collected["demonstrations"] == sum(failed) > 0  # 20 updates teach nothing
+    stored = list(
+        episode_records("gameon/collect-v0", tmp_path / record.extra["dataset"]["root"]).values()
+    )
+    seed_iteration = record.extra["iterations"][0]
+    seed_stored = seed_iteration["episodes"] + seed_iteration["relabelled_episodes"]
+    new = [e for e in stored[seed_stored:] if not e["relabelled"]]
+    attempts, demonstrations = new[:2], new[2:]
+    for attempt in attempts:  # the attempt stops at its first failed skill
+        assert attempt["actor_steps"]["scripted"] == 0
+        assert sum(not o["success"] for o in attempt["outcomes"]) <= 1
+    assert len(demonstrations) == sum(failed)
+    for demonstration in demonstrations:
+        assert demonstration["actor_steps"]["learned"] == 0
+        assert demonstration["instruction"] in [a["instruction"] for a in attempts]
 
 
 def test_the_report_says_whether_the_controls_separate() -> None:
