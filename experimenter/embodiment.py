@@ -77,7 +77,7 @@ DEFAULT_BUDGETS: dict[str, int] = {
 """Steps each skill may take before it counts as failed."""
 MAX_EPISODE_STEPS = 2000
 """The env's time limit: a task's skill budgets must add up to no more."""
-ACTORS = ("scripted", "learned")
+ACTORS = ("scripted", "learned", "coded")
 """Who may act in a step (`EpisodeRecord.actors` holds indices into this)."""
 POLICY_NAME = "embodiment"
 """The `policy` of the embodiment's episodes in `episodes.json` (the experts' is "expert")."""
@@ -118,7 +118,7 @@ class EpisodeRecord:
     successes: np.ndarray
     """(T,) bool: the active skill's oracle verdict after each step"""
     actors: np.ndarray
-    """(T,) uint8: who chose each step's action, an index into ACTORS (0 scripted, 1 learned)"""
+    """(T,) uint8: who chose each step's action, an index into ACTORS (scripted, learned, coded)"""
     relabelled: bool = False
     """a hindsight copy: the steps of an executed plan, stored under the task's own goal"""
 
@@ -389,16 +389,20 @@ class Embodiment:
         step is a termination if it succeeded, else a truncation."""
         env, world = self.env, self.env.unwrapped
         policy = executor.policy(env, step, seed)
-        actor = ACTORS.index("learned" if executor.kind == "learned" else "scripted")
+        actor = ACTORS.index(executor.kind)
         observation = trace.observations[-1]
         success, count, total = False, 0, 0.0
-        while count < self.budgets[step.skill] and not (success or trace.ended):
-            action = np.asarray(policy(observation), np.float32)
-            observation, reward, terminated, truncated, _ = env.step(action)
-            success = not truncated and oracle.success(step, world.scene(), start)
-            trace.ended = terminated or truncated
-            count, total = count + 1, total + float(reward)
-            trace.add(observation, action, float(reward), success, actor)
+        try:
+            while count < self.budgets[step.skill] and not (success or trace.ended):
+                action = np.asarray(policy(observation), np.float32)
+                observation, reward, terminated, truncated, _ = env.step(action)
+                success = not truncated and oracle.success(step, world.scene(), start)
+                trace.ended = terminated or truncated
+                count, total = count + 1, total + float(reward)
+                trace.add(observation, action, float(reward), success, actor)
+        finally:
+            if hasattr(policy, "close"):
+                policy.close()  # a coded skill's sandbox process
         trace.terminations[-1], trace.truncations[-1] = success, not success
         return SkillOutcome(step.skill, str(step), executor.kind, success, count, total)
 

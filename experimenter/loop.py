@@ -201,7 +201,11 @@ class LoopConfig:
     vlm_add_skills: bool = True
     """vlm curriculum: let the model propose macro skills, verified by the oracle"""
     vlm_verify_trials: int = 3
-    """vlm curriculum: seeded trials a proposed macro must pass (promote_threshold of them)"""
+    """vlm curriculum: seeded trials a proposed macro or coded skill must pass (promote_threshold
+    of them)"""
+    vlm_code_skills: bool = False
+    """vlm curriculum: after each analysis the slow agent may have skills written as code (the
+    fast agent writes them, the sandbox runs them, the oracle verifies them; after RL-GPT)"""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field and what it accepts."""
@@ -241,10 +245,11 @@ class LoopConfig:
         for name, low in minimums.items():
             if getattr(self, name) < low:
                 raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
-        if self.curriculum != "vlm" and (self.vlm_model or self.vlm_base_url or self.vlm_replay):
+        vlm_only = (self.vlm_model, self.vlm_base_url, self.vlm_replay, self.vlm_code_skills)
+        if self.curriculum != "vlm" and any(vlm_only):
             raise ValueError(
-                f"vlm_model, vlm_base_url and vlm_replay are only read by the vlm curriculum, "
-                f"not {self.curriculum!r}"
+                f"vlm_model, vlm_base_url, vlm_replay and vlm_code_skills are only read by the "
+                f"vlm curriculum, not {self.curriculum!r}"
             )
         for name in ("vlm_proposal_size", "vlm_verify_trials"):
             if getattr(self, name) < 1:
@@ -418,19 +423,20 @@ def train_and_evaluate(
 def promote(
     library: SkillLibrary, rates: dict[str, float], checkpoint: str, config: LoopConfig
 ) -> None:
-    """Choose each skill's executor for the next collection.
+    """Choose each skill's executor for the next collection (macros and coded skills stay).
 
     learned, mixed and demo: the new policy runs every skill. expert (protocol v1): each evaluated
     skill gets the new policy if it passed promote_threshold, else its noisy scripted expert.
     """
     learned = LearnedExecutor(checkpoint)  # one executor: the checkpoint is loaded once
+    kept = ("macro", "coded")  # a verified coded skill keeps running as code
     if config.collector != "expert":
         for skill in library:
-            if not skill.is_macro:
+            if skill.executor.kind not in kept:
                 library.replace_executor(skill.name, learned)
         return
     for skill, rate in rates.items():
-        if skill not in library or library.get(skill).is_macro:
+        if skill not in library or library.get(skill).executor.kind in kept:
             continue
         if rate >= config.promote_threshold:
             library.replace_executor(skill, learned)
@@ -464,19 +470,29 @@ def vlm_reflect(
     rates: dict[str, float],
     checkpoint: str,
 ) -> dict[str, Any]:
-    """vlm: analyse the curves, promote converged skills, maybe add a verified macro skill."""
-    from gameon.experimenter.vlm.collect import add_verified_skill, analyse_and_promote
+    """vlm: analyse the curves, promote converged skills, maybe add a verified macro skill and
+    (`vlm_code_skills`) verified coded skills."""
+    from gameon.experimenter.vlm.collect import add_verified_skill, analyse_and_promote, code_skills
 
     library = embodiment.library
     statuses = analyse_and_promote(
         curriculum, library, curves, rates, checkpoint, config.promote_threshold, config.seed_noise
     )
-    new_skill = None
+    report: dict[str, Any] = {"analysis": statuses, "new_skill": None}
+    if config.vlm_code_skills:
+        rng = np.random.default_rng([config.seed, iteration, 5])
+        trials = [int(s) for s in rng.integers(SEED_LOW, SEED_HIGH, size=config.vlm_verify_trials)]
+        tasks = task_set(config.practice_env_id)
+        report["coding"] = code_skills(
+            curriculum, embodiment, tasks, trials, config.promote_threshold
+        )
     if config.vlm_add_skills:
         rng = np.random.default_rng([config.seed, iteration, 3])
         trials = [int(s) for s in rng.integers(SEED_LOW, SEED_HIGH, size=config.vlm_verify_trials)]
-        new_skill = add_verified_skill(curriculum, embodiment, trials, config.promote_threshold)
-    return {"analysis": statuses, "new_skill": new_skill}
+        report["new_skill"] = add_verified_skill(
+            curriculum, embodiment, trials, config.promote_threshold
+        )
+    return report
 
 
 def demonstrate_failures(

@@ -6,9 +6,12 @@ executor that turns one instruction into actions:
 - `ScriptedExecutor(noise)`: the scripted expert of `envs.experts` for the skill;
 - `LearnedExecutor(checkpoint)`: a language-conditioned policy saved by a baseline (torch is
   imported only when such a skill first runs, so scripted libraries work without it);
-- `MacroExecutor(steps)`: a verified sequence of other skills' instructions.
+- `MacroExecutor(steps)`: a verified sequence of other skills' instructions;
+- `CodedExecutor(source)`: a skill written as Python code against `experimenter/coded_api.py`
+  (by the VLM's fast agent, RL-GPT style), run in the sandbox of `experimenter/sandbox.py`; it
+  joins a library only after the oracle verified it on seeded trials (`verification`).
 
-Skills with a scripted or learned executor are named after a skill of the instruction grammar
+Skills with a scripted, learned or coded executor are named after a skill of the instruction grammar
 ("reach" ... "tower"): the embodiment runs an instruction with the executor of its skill. Macros
 may have any name. A macro's template and steps use numbered slots, `{0}`, `{1}`, ..., bound to
 the blocks of the instruction it matches: the macro "tower" with template
@@ -41,7 +44,7 @@ from gameon.envs.experts import make_expert
 from gameon.envs.language import COLOURS, SKILLS, Instruction, parse
 
 LIBRARY_FORMAT = "gameon-skill-library-v1"
-EXECUTOR_KINDS = ("scripted", "learned", "macro")
+EXECUTOR_KINDS = ("scripted", "learned", "macro", "coded")
 Policy = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
@@ -148,7 +151,76 @@ class MacroExecutor:
         return {"kind": self.kind, "steps": list(self.steps)}
 
 
-Executor = ScriptedExecutor | LearnedExecutor | MacroExecutor
+@dataclass(frozen=True)
+class CodedExecutor:
+    """Runs a coded skill's source in the sandbox, one process per skill run.
+
+    `verification` holds the oracle's trials that admitted it (trials, successes, the transcript
+    reference). A skill the sandbox rejects (bad code, a crash, a limit, a garbage action) holds
+    still for the rest of its budget, so the oracle judges it failed and the episode goes on;
+    the reason is logged and kept in `rejections`.
+    """
+
+    source: str
+    verification: Mapping[str, Any] | None = None
+    kind: ClassVar[str] = "coded"
+    rejections: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise ValueError("a coded executor needs its Python source as a non-empty string")
+
+    def policy(self, env: Any, instruction: Instruction, seed: int | None = None) -> Policy:
+        """A sandboxed run of the source on `instruction`'s blocks (it starts on the first step)."""
+        return CodedPolicy(self, env, instruction)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "source": self.source, "verification": self.verification}
+
+
+class CodedPolicy:
+    """`observation -> action` of one coded-skill run: sends the env's scene to the sandboxed
+    skill, returns its action; once the skill has returned or was rejected, it holds still
+    (zero velocities, the gripper as last commanded). `close()` ends the child process."""
+
+    def __init__(self, executor: CodedExecutor, env: Any, instruction: Instruction) -> None:
+        from gameon.experimenter.sandbox import SandboxedSkill
+
+        self.executor, self.env = executor, env
+        self.skill = SandboxedSkill(
+            executor.source, list(instruction.objects), relation=instruction.relation
+        )
+        from gameon.experimenter.coded_api import scene_message
+
+        holding = any(block["grasped"] for block in scene_message(env)["blocks"].values())
+        self.hold = np.array([0, 0, 0, 0, 1.0 if holding else -1.0], np.float32)
+        self.finished = False
+
+    def __call__(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        from gameon.experimenter.coded_api import scene_message
+        from gameon.experimenter.sandbox import SkillRejected
+
+        if self.finished:
+            return self.hold.copy()
+        try:
+            action = self.skill.act(scene_message(self.env))
+        except SkillRejected as rejected:
+            self.executor.rejections.append(rejected.reason)
+            action = None
+        if action is None:
+            self.finished = True
+            self.skill.close()
+            return self.hold.copy()
+        self.hold[4] = action[4]
+        return np.asarray(action, np.float32)
+
+    def close(self) -> None:
+        """Stop the sandboxed process if it still runs."""
+        self.finished = True
+        self.skill.close()
+
+
+Executor = ScriptedExecutor | LearnedExecutor | MacroExecutor | CodedExecutor
 
 
 def executor_from_dict(data: Mapping[str, Any]) -> Executor:
@@ -156,7 +228,12 @@ def executor_from_dict(data: Mapping[str, Any]) -> Executor:
     if not isinstance(data, Mapping):
         raise ValueError(f"an executor must be an object with a 'kind', got {data!r}")
     kind = data.get("kind")
-    fields = {"scripted": {"noise"}, "learned": {"checkpoint"}, "macro": {"steps"}}
+    fields = {
+        "scripted": {"noise"},
+        "learned": {"checkpoint"},
+        "macro": {"steps"},
+        "coded": {"source", "verification"},
+    }
     if kind not in fields:
         raise ValueError(f"unknown executor kind {kind!r}; accepted: {', '.join(EXECUTOR_KINDS)}")
     given = set(data) - {"kind"}
@@ -168,6 +245,8 @@ def executor_from_dict(data: Mapping[str, Any]) -> Executor:
         return ScriptedExecutor(data.get("noise", 0.0))
     if kind == "learned":
         return LearnedExecutor(data["checkpoint"])
+    if kind == "coded":
+        return CodedExecutor(data["source"], data["verification"])
     return MacroExecutor(tuple(data["steps"]))
 
 
@@ -200,10 +279,12 @@ class Skill:
             value = getattr(self, key)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"skill {self.name!r} needs a non-empty {key}")
-        if not isinstance(self.executor, (ScriptedExecutor, LearnedExecutor, MacroExecutor)):
+        if not isinstance(
+            self.executor, (ScriptedExecutor, LearnedExecutor, MacroExecutor, CodedExecutor)
+        ):
             raise ValueError(
                 f"skill {self.name!r}: executor must be one of ScriptedExecutor, "
-                f"LearnedExecutor, MacroExecutor, got {type(self.executor).__name__}"
+                f"LearnedExecutor, MacroExecutor, CodedExecutor, got {type(self.executor).__name__}"
             )
         if self.is_macro:
             self._check_macro()

@@ -118,6 +118,8 @@ class VLMCurriculum(Curriculum):
         self.curves: dict[str, list[float]] = {}
         self.statuses: dict[str, str] = {}
         self.rejected: list[str] = []
+        self.code_failures: dict[str, list[str]] = {}
+        """per skill, why its earlier coded versions failed (shown to the fast agent)"""
         self._base = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
 
     @property
@@ -231,6 +233,30 @@ class VLMCurriculum(Curriculum):
         )
         return (None, "") if answer is None else answer
 
+    def decide_code_or_learn(self, coded: Mapping[str, float]) -> list[modules.SkillDecision]:
+        """The slow agent: per skill, keep learning it or have it written as code; [] if the model
+        failed. `coded` maps skills coded before to their verification success."""
+        answer = self.ask(
+            "code_or_learn",
+            lambda: modules.decide_code_or_learn(
+                self.backend, self.library, self.statuses, self.curves, coded
+            ),
+        )
+        return [] if answer is None else list(answer.decisions)
+
+    def write_code(self, skill: str) -> modules.CodedSkillAnswer | None:
+        """The fast agent: the source of a coded `skill`, shown its earlier failures; None if
+        the model failed."""
+        from gameon.experimenter.coded_api import API_REFERENCE
+
+        failures = self.code_failures.get(skill, [])
+        return self.ask(
+            "write_code",
+            lambda: modules.write_skill_code(
+                self.backend, self.library.get(skill), API_REFERENCE, failures
+            ),
+        )
+
     # -- the Curriculum interface -------------------------------------------------------------
 
     def _sample(self) -> str:
@@ -307,6 +333,7 @@ class VLMCurriculum(Curriculum):
             "curves": {skill: list(values) for skill, values in self.curves.items()},
             "statuses": dict(self.statuses),
             "rejected": list(self.rejected),
+            "code_failures": {skill: list(why) for skill, why in self.code_failures.items()},
             "usage": self.usage(),
         }
 
@@ -322,6 +349,10 @@ class VLMCurriculum(Curriculum):
         self.curves = {k: [float(v) for v in values] for k, values in state["curves"].items()}
         self.statuses = {str(k): str(v) for k, v in state["statuses"].items()}
         self.rejected = [str(name) for name in state["rejected"]]
+        self.code_failures = {
+            str(skill): [str(reason) for reason in reasons]
+            for skill, reasons in state.get("code_failures", {}).items()
+        }
         usage = state["usage"]
         self.fallbacks = int(usage["fallbacks"])
         self._base = {key: usage[key] for key in self._base}

@@ -62,7 +62,7 @@ def test_mixed_collector_takes_over_a_failed_learned_skill_and_labels_its_steps(
     assert set(record.actors[20:]) == {SCRIPTED}
     assert record.truncations[19] and not record.terminations[19]  # the learned attempt failed
     assert record.terminations[-1]
-    assert record.actor_steps() == {"scripted": record.steps - 20, "learned": 20}
+    assert record.actor_steps() == {"scripted": record.steps - 20, "learned": 20, "coded": 0}
 
 
 def test_learned_collector_has_no_takeover(tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ def test_every_module_has_a_prompt_file_with_a_json_context() -> None:
         "retrieve": {"step": "S", "library": "L"},
         "analyse": {"table": "|t|", "converged_level": 0.8},
         "add_skill": {"library": "L"},
+        "code_or_learn": {"library": "L", "table": "|t|", "verified_level": 0.8},
+        "write_code": {"name": "N", "template": "T", "description": "D", "api_reference": "A"},
     }
     context = {"a": [1, {"b": "{0} and {1}"}]}
     for module in MODULES:

@@ -10,7 +10,12 @@
    analysis falls back to the plain threshold rule (stalled skills are sampled less by the
    curriculum itself);
 3. `add_verified_skill`: the model may propose a macro; it joins the library only if the oracle
-   judges its task successful in at least `threshold` of the seeded trials.
+   judges its task successful in at least `threshold` of the seeded trials;
+4. `code_skills` (with `vlm_code_skills`, after RL-GPT): the slow agent decides per skill whether
+   to keep learning it or to have it written as code; the fast agent writes the code for each
+   skill to code; a coded skill runs in the sandbox and joins the library (replacing the skill's
+   executor) only if the oracle judges it successful in at least `threshold` of seeded trials.
+   Why a version failed (sandbox rejections, trials) is shown to the fast agent next time.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from gameon.envs.language import Instruction
 from gameon.experimenter.embodiment import Embodiment
 from gameon.experimenter.skills import (
+    CodedExecutor,
     LearnedExecutor,
     ScriptedExecutor,
     SkillLibrary,
@@ -81,7 +87,7 @@ def analyse_and_promote(
     """Judge the curves, then switch executors by verdict and rate; return the verdicts."""
     statuses = curriculum.analyse(curves)
     for skill, rate in rates.items():
-        if skill not in library or library.get(skill).is_macro:
+        if skill not in library or library.get(skill).executor.kind in ("macro", "coded"):
             continue
         if rate < promote_threshold:
             library.replace_executor(skill, ScriptedExecutor(noise))
@@ -120,4 +126,85 @@ def add_verified_skill(
         "successes": successes,
         "env_steps": steps,
         "added": added,
+    }
+
+
+def code_skills(
+    curriculum: VLMCurriculum,
+    embodiment: PlannedEmbodiment,
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    threshold: float,
+) -> dict[str, Any]:
+    """Ask the slow agent what to code, the fast agent for the code, verify each coded skill on
+    the seeded trials (tasks of its skill drawn from `tasks`); return decisions and verdicts."""
+    library = embodiment.library
+    coded = {
+        skill.name: float(skill.executor.verification["success_rate"])
+        for skill in library
+        if isinstance(skill.executor, CodedExecutor) and skill.executor.verification
+    }
+    decisions = curriculum.decide_code_or_learn(coded)
+    reports = []
+    for decision in decisions:
+        if decision.decision == "learn":
+            continue
+        report: dict[str, Any] = {"skill": decision.skill, "decision": decision.decision}
+        reports.append(report)
+        answer = curriculum.write_code(decision.skill)
+        if answer is None:
+            report["added"] = False
+            report["reason"] = "the fast agent gave no valid source"
+            continue
+        executor = CodedExecutor(answer.source)
+        trials = [task for task in tasks if parse_skill(task) == decision.skill]
+        verification = verify_coded(executor, embodiment, trials, seeds)
+        added = verification["successes"] >= threshold * verification["trials"]
+        if added:
+            library.replace_executor(decision.skill, CodedExecutor(answer.source, verification))
+        else:
+            failure = f"{verification['successes']} of {verification['trials']} trials succeeded"
+            if executor.rejections:
+                failure += f"; the sandbox rejected it: {executor.rejections[0]}"
+            curriculum.code_failures.setdefault(decision.skill, []).append(failure)
+        report |= {
+            "rationale": answer.rationale,
+            "source": answer.source,
+            "verification": verification,
+            "added": added,
+        }
+    return {"decisions": [d.model_dump() for d in decisions], "coded": reports}
+
+
+def parse_skill(task: str) -> str:
+    """The grammar skill of a task text."""
+    return as_instruction(task).skill
+
+
+def verify_coded(
+    executor: CodedExecutor,
+    embodiment: PlannedEmbodiment,
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+) -> dict[str, Any]:
+    """Run the coded skill on one task per seed (cycling through `tasks`); the oracle judges."""
+    plans, embodiment.plans = embodiment.plans, {}
+    outcomes = []
+    try:
+        for index, seed in enumerate(seeds):
+            task = tasks[index % len(tasks)] if tasks else None
+            if task is None:
+                break
+            record = embodiment.execute(task, int(seed), executor=executor)
+            outcomes.append({"task": task, "seed": int(seed), "success": bool(record.success)})
+    finally:
+        embodiment.plans = plans
+    successes = sum(outcome["success"] for outcome in outcomes)
+    return {
+        "trials": len(outcomes),
+        "successes": successes,
+        "success_rate": successes / len(outcomes) if outcomes else 0.0,
+        "outcomes": outcomes,
+        "rejections": list(executor.rejections[:3]),
+        "transcript": "transcript.jsonl",
     }

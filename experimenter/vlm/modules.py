@@ -7,7 +7,11 @@
 - `analyse`: per-skill learning curves (a table and a plot image) -> improving, converged or
   stalled per skill;
 - `propose_skill` and `verify_skill`: a new macro skill, which joins the library only after the
-  oracle judges it successful over several seeded trials.
+  oracle judges it successful over several seeded trials;
+- `decide_code_or_learn` (the slow agent, after RL-GPT): per skill, keep learning it, write it
+  as code, or replace its stalled learning by code;
+- `write_skill_code` (the fast agent): the Python source of a coded skill, which must pass the
+  sandbox's check before it is accepted.
 
 Answers are validated beyond their schema (instructions parse and are in the task set, skills
 exist); an invalid answer is re-asked by `Backend.generate`, and one that stays invalid raises
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from gameon.envs.language import SKILLS, Instruction, all_instructions, parse
+from gameon.experimenter.sandbox import SkillRejected, check_source
 from gameon.experimenter.skills import MacroExecutor, Skill, SkillLibrary
 from gameon.experimenter.vlm.backend import Backend, ImageLike
 from gameon.experimenter.vlm.prompts import render_prompt
@@ -50,6 +55,12 @@ CURVE_WINDOW = 3
 """points of a learning curve whose slope the analysis judges"""
 FLAT_SLOPE = 0.05
 """a curve whose slope over the window is at most this (success per point) is flat"""
+DECISIONS = ("learn", "code", "replace")
+VERIFIED_LEVEL = 0.8
+"""verification success at which a coded skill is settled (it is not decided again)"""
+LOW_SUCCESS = 0.2
+"""last success below which a skill with at least MIN_POINTS points is worth coding"""
+MIN_POINTS = 2
 
 
 class TaskProposal(BaseModel):
@@ -102,6 +113,28 @@ class SkillProposal(BaseModel):
     """The add_skill module's answer: a macro to verify, or null."""
 
     skill: MacroSpec | None = None
+    rationale: str = ""
+
+
+class SkillDecision(BaseModel):
+    """Whether to keep learning a skill, write it as code, or replace its learning by code."""
+
+    skill: str
+    decision: Literal["learn", "code", "replace"]
+    reason: str = ""
+
+
+class CodeOrLearn(BaseModel):
+    """The code_or_learn module's answer: decisions per skill (a skill left out is learned)."""
+
+    decisions: list[SkillDecision] = Field(default_factory=list)
+    summary: str = ""
+
+
+class CodedSkillAnswer(BaseModel):
+    """The write_code module's answer: a coded skill's Python source and why it should work."""
+
+    source: str
     rationale: str = ""
 
 
@@ -431,3 +464,112 @@ def verify_skill(
         library.remove(skill.name)
     successes = sum(record.attempt_success for record in records)
     return successes, sum(record.steps for record in records)
+
+
+# -- coded skills (after RL-GPT: a slow agent decides, a fast agent writes the code) -------------
+
+
+def decide_code_or_learn(
+    backend: Backend,
+    library: SkillLibrary,
+    statuses: Mapping[str, str],
+    curves: Mapping[str, Sequence[float]],
+    coded: Mapping[str, float],
+    verified_level: float = VERIFIED_LEVEL,
+    low_success: float = LOW_SUCCESS,
+) -> CodeOrLearn:
+    """Ask, per open skill, whether to keep learning it, code it, or replace its learning by code.
+
+    `statuses` are the analyse module's verdicts, `curves` the per-skill learning curves and
+    `coded` the verification success of skills coded before. Open skills are the library's
+    non-macro skills not yet coded with success >= verified_level: macros are compositions and
+    verified code is settled, so coding either is invalid (re-asked). The answer holds exactly
+    one decision per open skill, in library order; an open skill the model left out is learned.
+    """
+    settled = {name for name, success in coded.items() if success >= verified_level}
+    macros = [skill.name for skill in library if skill.is_macro]
+    open_skills = [
+        skill.name for skill in library if not skill.is_macro and skill.name not in settled
+    ]
+    curves = {skill: [float(v) for v in values] for skill, values in curves.items()}
+    context = {
+        "skills": [
+            {
+                "skill": skill.name,
+                "kind": skill.executor.kind,
+                "template": skill.template,
+                "status": statuses.get(skill.name),
+                "curve": curves.get(skill.name, []),
+                "coded_success": coded.get(skill.name),
+            }
+            for skill in library
+            if not skill.is_macro
+        ],
+        "open": open_skills,
+        "macros": macros,
+        "verified_level": verified_level,
+        "low_success": low_success,
+        "min_points": MIN_POINTS,
+    }
+    prompt = render_prompt(
+        "code_or_learn",
+        context,
+        library=library.describe(),
+        table=curves_table(curves),
+        verified_level=verified_level,
+    )
+
+    def validate(answer: CodeOrLearn) -> None:
+        decided = [d.skill for d in answer.decisions]
+        duplicates = sorted({name for name in decided if decided.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"decide each skill at most once; repeated: {duplicates}")
+        for d in answer.decisions:
+            if d.skill not in library:
+                names = ", ".join(open_skills)
+                raise ValueError(f"unknown skill {d.skill!r}; decide among: {names}")
+            if d.decision == "learn":
+                continue
+            if d.skill in macros:
+                raise ValueError(f"{d.skill!r} is a macro, a composition of skills: not coded")
+            if d.skill in settled:
+                raise ValueError(f"{d.skill!r} is coded and verified already: not coded again")
+
+    answer = backend.generate(prompt, [], CodeOrLearn, "code_or_learn", validate)
+    given = {d.skill: d for d in answer.decisions}
+    answer.decisions = [
+        given.get(name, SkillDecision(skill=name, decision="learn", reason="no decision: learn"))
+        for name in open_skills
+    ]
+    return answer
+
+
+def write_skill_code(
+    backend: Backend, skill: Skill, api_reference: str, failures: Sequence[str] = ()
+) -> CodedSkillAnswer:
+    """Ask for a coded skill's source; it is accepted only once the sandbox's check passes it.
+
+    `failures` are short reasons earlier attempts failed (sandbox rejections, oracle verdicts of
+    verification trials), shown so the next source can avoid them.
+    """
+    context = {
+        "skill": {"name": skill.name, "template": skill.template, "description": skill.description},
+        "failures": list(failures),
+        "entry_point": "def skill(blocks):",
+    }
+    prompt = render_prompt(
+        "write_code",
+        context,
+        name=skill.name,
+        template=skill.template,
+        description=skill.description,
+        api_reference=api_reference,
+    )
+
+    def validate(answer: CodedSkillAnswer) -> None:
+        try:
+            check_source(answer.source)
+        except SkillRejected as rejected:
+            raise ValueError(f"the sandbox rejected the source: {rejected.reason}") from None
+
+    return backend.generate(prompt, [], CodedSkillAnswer, "write_code", validate)

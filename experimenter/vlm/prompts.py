@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
-MODULES = ("propose", "decompose", "retrieve", "analyse", "add_skill")
+MODULES = (
+    "propose",
+    "decompose",
+    "retrieve",
+    "analyse",
+    "add_skill",
+    "code_or_learn",
+    "write_code",
+)
 _CONTEXT = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
 
 

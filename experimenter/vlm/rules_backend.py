@@ -9,7 +9,12 @@ validated, transcribed and replayable like any other:
 - decompose: the grammar's decomposition (macros, a tower into stacks from the bottom up);
 - retrieve: the nearest candidate instruction by text similarity, or null;
 - analyse: improving / converged / stalled from the slope and level of each curve's last points;
-- add_skill: a tower macro made of stacks once stack is reliable.
+- add_skill: a tower macro made of stacks once stack is reliable;
+- code_or_learn: code only skills with a reference source (`coded_api.TEMPLATES`) never coded
+  before: "replace" when the curve is stalled, "code" when its last success is below
+  `low_success` after at least `min_points` points, else "learn";
+- write_code: the reference source of the skill, or an empty source (which the sandbox rejects,
+  so the module fails honestly) for a skill without one.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from gameon.envs.language import parse
+from gameon.experimenter.coded_api import TEMPLATES
 from gameon.experimenter.skills import MacroExecutor, ScriptedExecutor, Skill, SkillLibrary
 from gameon.experimenter.vlm.backend import Backend, Transcript, Usage
 from gameon.experimenter.vlm.prompts import extract_context
@@ -57,6 +63,8 @@ class RulesBackend(Backend):
             "retrieve": retrieve,
             "analyse": analyse,
             "add_skill": add_skill,
+            "code_or_learn": code_or_learn,
+            "write_code": write_code,
         }
         if module not in rules:
             raise ValueError(f"the rules backend has no rule for module {module!r}")
@@ -180,3 +188,30 @@ def add_skill(context: Mapping[str, Any]) -> dict[str, Any]:
     if ready and fresh and not has_tower_macro:
         return {"skill": dict(TOWER_MACRO), "rationale": "rules: stack is reliable"}
     return {"skill": None, "rationale": "rules: no macro is due"}
+
+
+def code_or_learn(context: Mapping[str, Any]) -> dict[str, Any]:
+    """Code an open, never-coded skill with a reference source if stalled or low; else learn."""
+    low, min_points = float(context["low_success"]), int(context["min_points"])
+    entries = {entry["skill"]: entry for entry in context["skills"]}
+    decisions = []
+    for name in context["open"]:
+        entry = entries[name]
+        curve = [float(v) for v in entry["curve"]]
+        codable = name in TEMPLATES and entry["coded_success"] is None
+        if codable and entry["status"] == "stalled":
+            decision, reason = "replace", "rules: stalled, and a reference source exists"
+        elif codable and len(curve) >= min_points and curve[-1] < low:
+            decision, reason = "code", f"rules: success {curve[-1]:.2f} after {len(curve)} points"
+        else:
+            decision, reason = "learn", "rules: keep learning"
+        decisions.append({"skill": name, "decision": decision, "reason": reason})
+    return {"decisions": decisions, "summary": "rules: code stalled or low skills with a source"}
+
+
+def write_code(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The skill's reference source from `coded_api.TEMPLATES`; an empty source if none."""
+    name = context["skill"]["name"]
+    if name not in TEMPLATES:
+        return {"source": "", "rationale": f"rules: no reference source for {name!r}"}
+    return {"source": TEMPLATES[name], "rationale": f"rules: the reference source of {name!r}"}
