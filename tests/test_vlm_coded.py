@@ -331,3 +331,63 @@ def test_replay_of_a_rules_transcript_gives_the_same_answers(tmp_path: Path) -> 
     recorded_entries = Transcript(tmp_path / "run").entries()
     replayed_entries = Transcript(tmp_path / "replayed").entries()
     assert [e["parsed"] for e in replayed_entries] == [e["parsed"] for e in recorded_entries]
+
+
+# -- attacks served by a model: refused by the check, or rejected when they run -------------------
+
+STATIC_ATTACKS = {
+    "import subprocess": "import subprocess\n\ndef skill(blocks):\n    subprocess.run(['true'])\n",
+    "__import__": "def skill(blocks):\n    __import__('os').system('true')\n",
+    "subclasses escape": "def skill(blocks):\n    ().__class__.__subclasses__()\n",
+    "globals escape": "def skill(blocks):\n    skill.__globals__\n",
+    "open a file": "def skill(blocks):\n    open('/tmp/gameon-pwned', 'w').write('x')\n",
+    "eval": "def skill(blocks):\n    eval('1 + 1')\n",
+}
+RUNTIME_ATTACKS = {
+    "endless loop": ("def skill(blocks):\n    while True:\n        pass\n", "CPU|more than 5 s"),
+    "memory bomb": ("def skill(blocks):\n    x = [0] * (10 ** 10)\n", "memory|MemoryError"),
+    "huge output": ("def skill(blocks):\n    while True:\n        print('x' * 1000)\n", "print"),
+    "raises": ("def skill(blocks):\n    raise RuntimeError('boom')\n", "RuntimeError: boom"),
+    "NaN action": ("def skill(blocks):\n    send_action([float('nan')] * 5)\n", "invalid action"),
+    "wrong shape": ("def skill(blocks):\n    send_action([0.0, 0.0])\n", "invalid action"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(STATIC_ATTACKS))
+def test_a_served_source_the_check_refuses_never_runs(
+    attack: str, provider: Provider, tmp_path: Path
+) -> None:
+    provider.server.script(*[provider.reply(code_answer(STATIC_ATTACKS[attack]))] * 3)
+    with pytest.raises(VLMError, match="sandbox rejected"):
+        modules.write_skill_code(
+            provider.backend(tmp_path), default_library().get("lift"), API_REFERENCE
+        )
+    assert not Path("/tmp/gameon-pwned").exists()
+
+
+@pytest.mark.parametrize("attack", sorted(RUNTIME_ATTACKS))
+def test_a_served_source_that_misbehaves_when_run_is_a_logged_failure(
+    attack: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gameon.experimenter.embodiment import Embodiment
+    from gameon.experimenter.skills import CodedExecutor
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    provider = Provider("openai")
+    source, reason = RUNTIME_ATTACKS[attack]
+    provider.server.script(provider.reply(code_answer(source)))
+    try:
+        answer = modules.write_skill_code(
+            provider.backend(tmp_path), default_library().get("lift"), API_REFERENCE
+        )
+    finally:
+        provider.server.close()
+    executor = CodedExecutor(answer.source)
+    library = default_library()
+    library.replace_executor("lift", executor)
+    with Embodiment("GameOn/Lift-v0", library, skill_budget={"lift": 20}) as embodiment:
+        record = embodiment.execute("pick up the red block", seed=0)
+    assert not record.success and record.steps == 20  # the episode went on to its budget
+    (rejection,) = executor.rejections
+    assert re.search(reason, rejection), rejection
