@@ -353,4 +353,4 @@ def train(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    train(tyro.cli(Args))
+    train(tyro.cli(Args, prog="python -m gameon.baselines.iql"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -20,6 +21,7 @@ from typing import Annotated, Literal
 import tyro
 
 from gameon.benchmark.matrix import DEFAULT_PRESET, PRESETS
+from gameon.cli import missing_extra
 
 DEFAULT_RESULTS_ROOT = Path("runs") / "bench"
 COMMANDS = {
@@ -75,18 +77,17 @@ class LeaderboardSubmit:
 
 
 def bench_run(command: BenchRun) -> int:
-    """Run the matrix, then say where the records are and how to make the table and plots."""
+    """Say what will run and how long it should take, run the matrix, then say where the records
+    are and how to make the table and plots."""
     from rich.console import Console
 
-    from gameon.benchmark.matrix import load_spec
-    from gameon.benchmark.runner import RunnerOptions, run_matrix
+    from gameon.benchmark.matrix import check_spec, load_spec
+    from gameon.benchmark.runner import RunnerOptions, duration_text, plan_line, run_matrix
 
+    started = time.monotonic()
     console = Console()
-    spec = load_spec(command.spec)
+    spec = load_spec(command.spec, check=False)
     results = command.results or DEFAULT_RESULTS_ROOT / spec.name
-    console.print(f"matrix {spec.name!r}: {spec.description or command.spec}", markup=False)
-    for note in spec.notes:
-        console.print(note, markup=False)
     options = RunnerOptions(
         runner=command.runner,
         workers=command.workers,
@@ -94,10 +95,20 @@ def bench_run(command: BenchRun) -> int:
         ray_address=command.ray_address,
         only=command.only,
     )
+    options.validate()
+    console.print(plan_line(spec, results, options), markup=False, soft_wrap=True)
+    if command.report:
+        import matplotlib  # noqa: F401  (the report needs both: if missing, say so before the runs)
+
+        import gameon.benchmark.report  # noqa: F401
+    check_spec(spec)
+    console.print(f"matrix {spec.name!r}: {spec.description or command.spec}", markup=False)
+    for note in spec.notes:
+        console.print(note, markup=False)
     outcome = run_matrix(spec, results, options, console)
     console.print(
         f"{outcome.count('done')} runs done now, {outcome.count('skipped')} finished before, "
-        f"{outcome.count('failed')} failed"
+        f"{outcome.count('failed')} failed ({duration_text(time.monotonic() - started)})"
     )
     console.print(
         f"records: {results}/<run_id>/record.json (matrix: {results}/matrix.json)", markup=False
@@ -170,11 +181,18 @@ HANDLERS = {
 }
 
 
-def usage() -> str:
-    """The commands this module runs, one a line."""
-    lines = ["usage: gameon COMMAND SUBCOMMAND [OPTIONS] (--help for a command's options)"]
-    lines += [f"  gameon {' '.join(key):20s} {text}" for key, text in COMMANDS.items()]
-    lines.append(f"  presets: {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
+def usage(keys: list[tuple[str, str]] | None = None) -> str:
+    """The commands this module runs (or those of `keys`, e.g. bench's), one a line."""
+    keys = keys or list(COMMANDS)
+    groups = list(dict.fromkeys(key[0] for key in keys))
+    if len(groups) == 1:
+        command = f"{groups[0]} {{{','.join(key[1] for key in keys)}}}"
+    else:
+        command = f"{{{','.join(groups)}}} SUBCOMMAND"
+    lines = [f"usage: gameon {command} [OPTIONS]   (add --help for a subcommand's options)"]
+    lines += [f"  gameon {' '.join(key):20s} {COMMANDS[key]}" for key in keys]
+    if ("bench", "run") in keys:
+        lines.append(f"  presets: {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
     return "\n".join(lines)
 
 
@@ -183,17 +201,26 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     key = tuple(argv[:2])
     if key not in HANDLERS:
-        print(usage(), file=sys.stderr)
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+        group = [k for k in COMMANDS if k[0] == argv[0]] if argv else []
+        asked = any(flag in argv[:2] for flag in ("-h", "--help"))
+        print(usage(group or None), file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
     cls, handler = HANDLERS[key]
+    name = " ".join(key)
     try:
-        command = tyro.cli(cls, args=argv[2:], prog=f"gameon {' '.join(key)}")
+        command = tyro.cli(cls, args=argv[2:], prog=f"gameon {name}")
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 2
     try:
         return handler(command)
     except ValueError as error:
-        print(f"gameon {' '.join(key)}: {error}", file=sys.stderr)
+        print(f"gameon {name}: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        line = missing_extra(name, error)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)

@@ -22,6 +22,7 @@ import numpy as np
 from gameon.benchmark.atomic import atomic_write
 from gameon.benchmark.records import RECORD_FILE, RunRecord, load_record
 from gameon.benchmark.stats import (
+    MIN_RUNS_FOR_INTERVAL,
     Estimate,
     iqm,
     iqm_ci,
@@ -39,6 +40,9 @@ SCENE_COLOURS = COLOURS[:3]
 """The default scene's blocks: the object categories of the diversity entropy (plus any other
 colour a record names)."""
 CURVE_RESAMPLES = 500
+CURVE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+CURVE_LINES = ("-", "--", "-.", ":")
+"""Each curriculum's marker and line style on the curves plot (cycled), so equal curves differ."""
 
 GroupKey = tuple[str, str, str, str]
 """(protocol, curriculum_label, learner, env_id)"""
@@ -315,6 +319,8 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     results_dir = Path(results_dir)
     out = Path(out_dir) if out_dir is not None else results_dir
     records, skipped = load_runs(results_dir)
+    if not records:
+        raise ValueError(no_records_message(results_dir, skipped))
     groups = summarise(records)
     overall = across_envs(records)
     plots = write_plots(records, out)
@@ -335,6 +341,21 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     markdown = render_markdown(summary)
     markdown_path = atomic_write(out / "report.md", markdown)
     return ReportPaths(markdown=markdown_path, json=json_path, plots=plots)
+
+
+def no_records_message(results_dir: Path, skipped: Sequence[Skipped]) -> str:
+    """Why there is nothing to report, in one line: no run folders, or why each was skipped."""
+    if not skipped:
+        return (
+            f"no run records in {results_dir}: nothing to report "
+            "(give the --results directory of `gameon bench run`)"
+        )
+    first = skipped[0]
+    folders = "1 run folder" if len(skipped) == 1 else f"{len(skipped)} run folders"
+    return (
+        f"no valid run records in {results_dir}: nothing to report ({folders} skipped, e.g. "
+        f"{Path(first.path).name}: {first.reason.splitlines()[0]})"
+    )
 
 
 def matrix_heading(results_dir: Path) -> str | None:
@@ -366,11 +387,19 @@ METHOD = (
 )
 
 
-def _interval(estimate: dict | None, digits: int = 2) -> str:
+def _seeds_text(runs: int) -> str:
+    return f"{runs} seed" if runs == 1 else f"{runs} seeds"
+
+
+def _interval(estimate: dict | None, runs: int, digits: int = 2) -> str:
+    """The value and its 95% interval, e.g. "0.75 [0.50, 1.00]"; the interval reads "n/a (1 seed)"
+    when fewer than MIN_RUNS_FOR_INTERVAL runs stand behind it."""
     if estimate is None:
         return "-"
-    value, low, high = (f"{estimate[k]:.{digits}f}" for k in ("value", "low", "high"))
-    return f"{value} [{low}, {high}]"
+    value = f"{estimate['value']:.{digits}f}"
+    if runs < MIN_RUNS_FOR_INTERVAL:
+        return f"{value} [n/a ({_seeds_text(runs)})]"
+    return f"{value} [{estimate['low']:.{digits}f}, {estimate['high']:.{digits}f}]"
 
 
 def _cell(text: object) -> str:
@@ -383,56 +412,131 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     return lines
 
 
+def _legend(entries: Sequence[tuple[str, str]]) -> list[str]:
+    """What each column of the table above means, one bullet per column."""
+    return ["", "Columns:", "", *(f"- **{name}**: {meaning}" for name, meaning in entries)]
+
+
+INTERVAL_NOTE = (
+    f"the 95% stratified-bootstrap confidence interval in brackets, `n/a (1 seed)` when fewer "
+    f"than {MIN_RUNS_FOR_INTERVAL} seeds stand behind it (a bootstrap over one or two runs only "
+    "repeats them)"
+)
+GROUP_LEGEND = (
+    (
+        "protocol",
+        "online (PPO/SAC, a curriculum picks each training episode) or collect (the Game On "
+        "cycle with BC/IQL; v2: the learner collects its own data)",
+    ),
+    ("env", "the target env: its skills are the target skills"),
+    ("curriculum", "what chose the tasks; `vlm[rules]` is the offline rules stand-in, not a VLM"),
+    ("learner", "the RL or offline learner"),
+    (
+        "seeds",
+        "how many runs the row aggregates, one per seed, then those seeds: "
+        "`5 (0, 1, 2, 3, 4)` is five runs with seeds 0 to 4",
+    ),
+    (
+        "target success IQM [95% CI]",
+        "final success rate on the target skills (collect v2: the composed policy's on the "
+        "target env's suite) as the interquartile mean (IQM, the mean of the middle 50%) over "
+        f"the runs, with {INTERVAL_NOTE}",
+    ),
+    ("mean", "the plain mean of the same per-run rates"),
+    ("all-skills IQM [95% CI]", "the same over every skill of the evaluation suite"),
+    ("per-skill IQM", "each skill's final success rate, IQM over the runs"),
+    (
+        "P(> fixed) [95% CI]",
+        "probability of improvement: the chance that a run of this curriculum beats a run of "
+        "`fixed` (same protocol, learner and env) on target success, ties counting one half "
+        "(0.50: no difference), with its interval as above (n/a below "
+        f"{MIN_RUNS_FOR_INTERVAL} seeds on either side); `-` for `fixed` itself",
+    ),
+    ("P(> fixed), all skills", "the same on all-skills success"),
+    (
+        "entropy skills / objects",
+        "how evenly the collected tasks spread over the 7 skills and over the blocks named: "
+        "normalised Shannon entropy, 0 for one only, 1 for all equally; `-` for runs that "
+        "collect no dataset (online)",
+    ),
+    ("VLM calls", "model calls per run (the rules stand-in's calls included)"),
+    (
+        "VLM tokens",
+        "prompt and completion tokens per run, as the server reported them (0 for the rules "
+        "stand-in)",
+    ),
+    ("VLM cost (USD)", "what those tokens cost per run, from the price table"),
+    ("wall time (s)", "seconds per run, start to record"),
+    ("steps/s", "environment steps per second of wall time, per run"),
+)
+ACROSS_LEGEND = (
+    ("protocol, curriculum, learner", "as in the first table"),
+    ("envs", "the target envs pooled, each a stratum of the bootstrap"),
+    ("IQM [95% CI]", f"target success over every run of those envs, with {INTERVAL_NOTE}"),
+    ("P(> fixed)", "probability of improvement over `fixed`, averaged over the envs both ran"),
+)
+
+
+def pipeline_banner(summary: dict) -> str | None:
+    """A warning that the report is a pipeline check whose numbers rank nothing: the smoke
+    preset, or every group with fewer than MIN_RUNS_FOR_INTERVAL seeds; None otherwise."""
+    matrix = summary.get("matrix") or ""
+    seeds = [len(group["seeds"]) for group in summary["groups"]]
+    if matrix.split(":")[0] == "smoke":
+        why = "This is the smoke preset: tiny budgets and one seed, to check that every part runs"
+    elif seeds and max(seeds) < MIN_RUNS_FOR_INTERVAL:
+        why = f"Every row has fewer than {MIN_RUNS_FOR_INTERVAL} seeds, so none has an interval"
+    else:
+        return None
+    return (
+        f"> **Pipeline check: these numbers rank nothing.** {why}. "
+        "For a comparison run `gameon bench run paper` (5 seeds)."
+    )
+
+
 def render_markdown(summary: dict) -> str:
-    """The report's Markdown: the group table, the across-env table, plots and skipped runs."""
+    """The report's Markdown: the group table, the across-env table, plots and skipped runs,
+    each table followed by what its columns mean."""
     heading = "# Benchmark report"
     if summary.get("matrix"):
         heading += f" ({summary['matrix']})"
-    lines = [
-        heading,
-        "",
+    lines = [heading, ""]
+    banner = pipeline_banner(summary)
+    if banner:
+        lines += [banner, ""]
+    lines += [
         f"{summary['records']} run records from `{summary['results_dir']}`, "
         f"{len(summary['skipped'])} skipped; generated {summary['generated']}.",
         "",
     ]
-    header = [
-        "protocol",
-        "env",
-        "curriculum",
-        "learner",
-        "seeds",
-        "target success IQM [95% CI]",
-        "mean",
-        "all-skills IQM [95% CI]",
-        "per-skill IQM",
-        "P(> fixed) [95% CI]",
-        "P(> fixed), all skills",
-        "entropy skills / objects",
-        "VLM calls",
-        "VLM tokens",
-        "VLM cost (USD)",
-        "wall time (s)",
-        "steps/s",
-    ]
-    rows = [_group_row(group) for group in summary["groups"]]
+    seeds = _seeds_by_comparison(summary["groups"])
+    header = [name for name, _ in GROUP_LEGEND]
+    rows = [_group_row(group, seeds) for group in summary["groups"]]
     lines += _table(header, rows) if rows else ["No valid run records."]
+    if rows:
+        lines += _legend(GROUP_LEGEND)
     lines += _target_lines(summary["groups"])
-    lines += _controls_lines(summary.get("controls", []))
+    lines += _controls_lines(summary.get("controls", []), seeds)
     if summary["across_envs"]:
         lines += ["", "## Across envs", ""]
         header = ["protocol", "curriculum", "learner", "envs", "IQM [95% CI]", "P(> fixed)"]
-        rows = [
-            [
-                row["protocol"],
-                row["curriculum_label"],
-                row["learner"],
-                ", ".join(row["envs"]),
-                _interval(row["target_success"]),
-                _interval(row["improvement_over_fixed"]),
-            ]
-            for row in summary["across_envs"]
-        ]
+        rows = []
+        for row in summary["across_envs"]:
+            key = (row["protocol"], row["learner"])
+            runs = min(seeds[(*key, env, row["curriculum_label"])] for env in row["envs"])
+            fixed = [seeds.get((*key, env, BASELINE), 0) for env in row["improvement_envs"]]
+            rows.append(
+                [
+                    row["protocol"],
+                    row["curriculum_label"],
+                    row["learner"],
+                    ", ".join(row["envs"]),
+                    _interval(row["target_success"], runs),
+                    _interval(row["improvement_over_fixed"], min([runs, *fixed])),
+                ]
+            )
         lines += _table(header, rows)
+        lines += _legend(ACROSS_LEGEND)
     if summary["plots"]:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}]({name})" for name in summary["plots"]]
@@ -441,6 +545,20 @@ def render_markdown(summary: dict) -> str:
         lines += [f"- `{s['path']}`: {s['reason']}" for s in summary["skipped"]]
     lines += ["", "## Method", "", summary["method"], ""]
     return "\n".join(lines)
+
+
+def _seeds_by_comparison(groups: Sequence[dict]) -> dict[tuple[str, str, str, str], int]:
+    """Runs per (protocol, learner, env, curriculum label), to judge each interval by."""
+    return {
+        (g["protocol"], g["learner"], g["env_id"], g["curriculum_label"]): len(g["seeds"])
+        for g in groups
+    }
+
+
+def _baseline_seeds(group: dict, seeds: dict[tuple[str, str, str, str], int]) -> int:
+    """Runs behind a P(> fixed): the fewer of the group's and its `fixed` group's."""
+    fixed = seeds.get((group["protocol"], group["learner"], group["env_id"], BASELINE), 0)
+    return min(len(group["seeds"]), fixed)
 
 
 def _target_lines(groups: Sequence[dict]) -> list[str]:
@@ -459,11 +577,14 @@ def _target_lines(groups: Sequence[dict]) -> list[str]:
         found = {(t["env_id"], t["mode"]): t for t in group.get("target_evaluations", [])}
         if not found:
             continue
+        runs = len(group["seeds"])
         cells = [
-            f"{_interval(found[c]['success'])} ({found[c]['mean']:.2f})" if c in found else "-"
+            f"{_interval(found[c]['success'], runs)} ({found[c]['mean']:.2f})"
+            if c in found
+            else "-"
             for c in columns
         ]
-        rows.append([group["curriculum_label"], group["learner"], len(group["seeds"]), *cells])
+        rows.append([group["curriculum_label"], group["learner"], runs, *cells])
     episodes = sorted(
         {
             n
@@ -472,6 +593,15 @@ def _target_lines(groups: Sequence[dict]) -> list[str]:
             for n in t["episodes_per_skill"]
         }
     )
+    legend = [
+        ("curriculum, learner", "as in the first table"),
+        ("seeds", "how many runs (one per seed) the row aggregates"),
+        (
+            "ENV MODE IQM [95% CI] (mean)",
+            "final success of the policy in that mode on ENV's target skills: IQM over the "
+            f"runs with {INTERVAL_NOTE}, then the plain mean",
+        ),
+    ]
     return [
         "",
         "## Final target evaluations",
@@ -481,40 +611,53 @@ def _target_lines(groups: Sequence[dict]) -> list[str]:
         f"Episodes per skill: {', '.join(map(str, episodes))}. The leaderboard ranks composed.",
         "",
         *_table(header, rows),
+        *_legend(legend),
     ]
 
 
-def _controls_lines(checks: Sequence[dict]) -> list[str]:
+def _controls_lines(
+    checks: Sequence[dict], seeds: dict[tuple[str, str, str, str], int]
+) -> list[str]:
     if not checks:
         return []
     lines = ["", "## Controls", ""]
     for check in checks:
-        verdict = "separated" if check["separated"] else "NOT separated: this comparison is blind"
+        key = (check["protocol"], check["learner"], check["env_id"])
+        positive, negative = seeds.get((*key, POSITIVE), 0), seeds.get((*key, NEGATIVE), 0)
+        runs = min(positive, negative)
+        if runs < MIN_RUNS_FOR_INTERVAL:
+            verdict = f"not judged: no intervals with {_seeds_text(runs)}"
+        elif check["separated"]:
+            verdict = "separated"
+        else:
+            verdict = "NOT separated: this comparison is blind"
         lines.append(
             f"- {check['protocol']} / {check['env_id']} / {check['learner']}: positive control "
-            f"{_interval(check['positive'])} vs negative control {_interval(check['negative'])} "
-            f"on the target: {verdict}."
+            f"{_interval(check['positive'], positive)} vs negative control "
+            f"{_interval(check['negative'], negative)} on the target: {verdict}."
         )
     return lines
 
 
-def _group_row(group: dict) -> list[object]:
+def _group_row(group: dict, seeds: dict[tuple[str, str, str, str], int]) -> list[object]:
     per_skill = ", ".join(f"{k} {v:.2f}" for k, v in group["per_skill_iqm"].items())
     div = group["diversity"]
     entropy = "-" if div is None else f"{div['skills_entropy']:.2f} / {div['objects_entropy']:.2f}"
     vlm = group["vlm"]["per_run"]
+    runs = len(group["seeds"])
+    versus = _baseline_seeds(group, seeds)
     return [
         group["protocol"],
         group["env_id"],
         group["curriculum_label"],
         group["learner"],
-        f"{len(group['seeds'])} ({', '.join(str(s) for s in group['seeds'])})",
-        _interval(group["target_success"]),
+        f"{runs} ({', '.join(str(s) for s in group['seeds'])})",
+        _interval(group["target_success"], runs),
         f"{group['target_success_mean']:.2f}",
-        _interval(group["suite_success"]),
+        _interval(group["suite_success"], runs),
         per_skill,
-        _interval(group["improvement_over_fixed"]),
-        _interval(group["suite_improvement_over_fixed"]),
+        _interval(group["improvement_over_fixed"], versus),
+        _interval(group["suite_improvement_over_fixed"], versus),
         entropy,
         f"{vlm['calls']:.0f}",
         f"{vlm['prompt_tokens'] + vlm['completion_tokens']:.0f}",
@@ -601,23 +744,45 @@ def _plot_practised(
 
 
 def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -> Path:
+    """Learning curves with CI bands, one per curriculum; each has its own marker and line style
+    and is shifted a little along x, so curves that coincide (e.g. all at 0) stay visible."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
     unit = "env steps"
-    for label, runs in by_label.items():
-        steps, value, low, high = curve_band(runs)
+    bands = {label: curve_band(runs) for label, runs in by_label.items()}
+    evaluated = np.unique(np.concatenate([band[0] for band in bands.values()]))
+    spacing = float(np.diff(evaluated).min()) if evaluated.size > 1 else 1.0
+    for index, (label, runs) in enumerate(by_label.items()):
+        steps, value, low, high = bands[label]
+        shift = curve_offset(index, len(by_label), spacing)
         unit = "iterations" if runs[0].curve_unit == "iterations" else "env steps"
-        axes.plot(steps, value, marker="o", markersize=3, label=f"{label} ({len(runs)} seeds)")
-        axes.fill_between(steps, low, high, alpha=0.2)
+        axes.plot(
+            steps + shift,
+            value,
+            marker=CURVE_MARKERS[index % len(CURVE_MARKERS)],
+            linestyle=CURVE_LINES[index % len(CURVE_LINES)],
+            markersize=5,
+            label=f"{label} ({_seeds_text(len(runs))})",
+        )
+        axes.fill_between(steps + shift, low, high, alpha=0.15)
     ylabel = "all-skills success (IQM, 95% CI)"
-    axes.set(title=title, xlabel=unit, ylabel=ylabel, ylim=(-0.02, 1.02))
+    xlabel = f"{unit} (curricula shifted slightly apart)" if len(by_label) > 1 else unit
+    axes.set(title=title, xlabel=xlabel, ylabel=ylabel, ylim=(-0.04, 1.04))
     if unit == "iterations":
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.legend(fontsize="small")
     axes.grid(alpha=0.3)
     return _save(figure, path)
+
+
+def curve_offset(index: int, count: int, spacing: float) -> float:
+    """The x shift of the index-th of `count` curves: spread over 20% of the smallest spacing
+    between evaluated steps, centred on the true steps."""
+    if count < 2:
+        return 0.0
+    return (index / (count - 1) - 0.5) * 0.2 * spacing
 
 
 def _plot_final(by_label: dict[str, list[RunRecord]], title: str, path: Path) -> Path:
@@ -639,7 +804,7 @@ def _plot_final(by_label: dict[str, list[RunRecord]], title: str, path: Path) ->
         )
         positions = np.arange(len(labels)) + offset
         axes.bar(positions, values, width, yerr=errors, capsize=4, alpha=0.8, label=name)
-    axes.set_xticks(range(len(labels)), [f"{k}\n({len(by_label[k])} seeds)" for k in labels])
+    axes.set_xticks(range(len(labels)), [f"{k}\n({_seeds_text(len(by_label[k]))})" for k in labels])
     axes.set(title=title, ylabel="final success (IQM, 95% CI)", ylim=(0, 1.05))
     axes.legend(fontsize="small")
     axes.grid(axis="y", alpha=0.3)

@@ -16,6 +16,7 @@ on a multi-node cluster the results directory must be on a filesystem every node
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -48,6 +49,20 @@ LOCK_FILE = ".bench.lock"
 RUNNERS = ("local", "ray")
 POLL_SECONDS = 0.2
 LOG_TAIL_LINES = 30
+
+STARTUP_SECONDS = 4.5
+"""A worker process's start (interpreter, torch, env) and its record, on an idle 2-core machine."""
+EPISODE_SECONDS = 0.2
+"""One collected or evaluated episode of up to 400 control steps."""
+STEP_SECONDS = {"ppo": 1 / 650, "sac": 1 / 70}
+"""One online env step with its share of the learner's updates (results/baselines)."""
+UPDATE_SECONDS = {"bc": 1 / 245, "iql": 1 / 52}
+"""One gradient update of a collect run's offline learner (results/baselines)."""
+MATRIX_SECONDS = 10.0
+"""Once per matrix: checking the spec and writing the report."""
+MEASURED_ON, MEASURED_WORKERS = "an idle 2-core machine", 2
+"""Where the costs above were measured, and with how many runs at once: the smoke preset took
+2 min 0 s there."""
 
 
 @dataclass
@@ -100,6 +115,105 @@ class MatrixResult:
     def ok(self) -> bool:
         """No run failed."""
         return self.count("failed") == 0
+
+
+# -- how long a matrix takes ----------------------------------------------------------------------
+
+
+def run_seconds(run: RunSpec) -> float:
+    """Expected seconds of one run on an idle machine, from its budget and the costs above."""
+    from gameon.envs import ENV_SKILLS
+
+    budget = run.budget
+    if run.protocol == "online":
+        steps = budget["total_timesteps"]
+        every = budget.get("eval_every", 0)
+        evaluations = -(-steps // every) if every else 1
+        skills = len(ENV_SKILLS[run.env_id][0])
+        episodes = evaluations * run.eval_episodes_per_skill * skills
+        work = steps * STEP_SECONDS.get(run.learner, STEP_SECONDS["sac"])
+        return STARTUP_SECONDS + work + episodes * EPISODE_SECONDS
+    values = _loop_values(run)
+    iterations = values["iterations"]
+    collected = values["seed_episodes"] + iterations * values["episodes_per_iteration"]
+    updates = (iterations + 1) * values["num_updates"]
+    eval_env = values["eval_env_id"] or values["practice_env_id"]
+    evaluated = (iterations + 1) * run.eval_episodes_per_skill * len(ENV_SKILLS[eval_env][0])
+    targets = [run.env_id, *([values["report_env_id"]] if values["report_env_id"] else [])]
+    final = sum(2 * values["target_eval_episodes"] * len(ENV_SKILLS[t][0]) for t in targets)
+    work = updates * UPDATE_SECONDS.get(run.learner, UPDATE_SECONDS["iql"])
+    return STARTUP_SECONDS + work + (collected + evaluated + final) * EPISODE_SECONDS
+
+
+def _loop_values(run: RunSpec) -> dict[str, Any]:
+    """A collect run's budget and settings over LoopConfig's defaults."""
+    from gameon.experimenter.loop import LoopConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(LoopConfig)}
+    return {**defaults, **run.settings, **run.budget}
+
+
+def schedule_seconds(durations: list[float], workers: int) -> float:
+    """When the last of these runs ends if each starts, in order, as soon as a worker is free."""
+    free = [0.0] * max(1, workers)
+    for duration in durations:
+        index = free.index(min(free))
+        free[index] += duration
+    return max(free)
+
+
+def matrix_seconds(runs: list[RunSpec], workers: int) -> float:
+    """Expected seconds of a whole matrix on an idle machine with `workers` runs at once."""
+    return MATRIX_SECONDS + schedule_seconds([run_seconds(run) for run in runs], workers)
+
+
+def load_average() -> float:
+    """The 1-minute load average (0 where the system does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+def load_factor(load: float, workers: int, cpus: int) -> float:
+    """How many times slower than idle the runs should go: the load plus the workers over the
+    CPUs, at least 1."""
+    return max(1.0, (load + workers) / max(1, cpus))
+
+
+def duration_text(seconds: float) -> str:
+    """A rough duration for a person: "40 s", "2 min", "1.5 h"."""
+    if seconds < 90:
+        return f"{max(10, round(seconds, -1)):.0f} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60):.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def plan_line(
+    spec: MatrixSpec, results_dir: Path, options: RunnerOptions, load: float | None = None
+) -> str:
+    """What `gameon bench run` is about to do and how long it should take, idle and at the
+    current load (`load`: the load average; None: measure it)."""
+    runs = select_runs(spec, options.only)
+    todo = [run for run in runs if not is_complete(run, Path(results_dir) / run.run_id)]
+    head = f"{spec.name}: {len(todo)} runs to do"
+    if len(todo) < len(runs):
+        head += f" ({len(runs) - len(todo)} of {len(runs)} finished before)"
+    if not todo:
+        return f"{head}: nothing to run"
+    cpus = os.cpu_count() or 1
+    workers = options.workers or cpus
+    reference = duration_text(matrix_seconds(todo, MEASURED_WORKERS))
+    line = f"{head}, {workers} at a time: about {reference} on {MEASURED_ON}"
+    if options.runner == "ray":
+        return f"{line}; on Ray, as fast as its workers"
+    load = load_average() if load is None else load
+    factor = load_factor(load, workers, cpus)
+    here = duration_text(matrix_seconds(todo, workers) * factor)
+    if factor < 1.2 and here == reference:
+        return f"{line}, longer when it is busy"
+    return f"{line}; here, now (load {load:.1f} on {cpus} CPUs): about {here}"
 
 
 # -- the results directory ----------------------------------------------------------------------
@@ -371,6 +485,82 @@ def run_matrix(
     return outcome
 
 
+class MatrixProgress:
+    """The matrix's progress counted in expected idle seconds of work, so a long run weighs more
+    than a short one: what the progress bar fills and its time left are computed from."""
+
+    def __init__(self, runs: list[RunSpec], workers: int, factor: float = 1.0) -> None:
+        self.expected = {run.run_id: run_seconds(run) for run in runs}
+        self.total = sum(self.expected.values())
+        self.workers = workers
+        self.factor = factor
+        """wall seconds per expected second: from the load at first, then as runs finish"""
+        self.finished: dict[str, float] = {}
+        self.measured: dict[str, float] = {}
+
+    def finish(self, run_id: str, seconds: float, measured: bool = True) -> None:
+        """Count a run as ended after `seconds`; `measured`: let it set the pace (not a failure)."""
+        self.finished[run_id] = seconds
+        if measured:
+            self.measured[run_id] = seconds
+            expected = sum(self.expected[r] for r in self.measured)
+            self.factor = max(0.1, sum(self.measured.values()) / expected)
+
+    def completed(self, running: dict[str, float]) -> float:
+        """Expected seconds of work done: ended runs whole, running ones (run id: seconds so far)
+        by their time at the current pace, at most 95% of them until they end."""
+        done = sum(self.expected[r] for r in self.finished)
+        return done + sum(
+            min(elapsed / self.factor, 0.95 * self.expected[r]) for r, elapsed in running.items()
+        )
+
+    def seconds_left(self, running: dict[str, float]) -> float:
+        """Wall seconds until the last run ends, the runs left going at the current pace."""
+        left = [max(self.expected[r] * self.factor - t, 0.0) for r, t in running.items()]
+        left += [
+            self.expected[r] * self.factor
+            for r in self.expected
+            if r not in self.finished and r not in running
+        ]
+        return schedule_seconds(left, self.workers)
+
+    def line(self, running: dict[str, float]) -> str:
+        """One line for a log: "3/20 runs done, ~2 min left"."""
+        text = f"{len(self.finished)}/{len(self.expected)} runs done"
+        if len(self.finished) == len(self.expected):
+            return text
+        return f"{text}, ~{duration_text(self.seconds_left(running))} left"
+
+
+def progress_bar(console: Any, redirect_stdout: bool) -> Any:
+    """rich's progress bar over the matrix: work done, runs done and failed, elapsed, time left
+    and the runs in flight."""
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Column
+
+    in_flight = Column(ratio=1, no_wrap=True, overflow="ellipsis")
+    return Progress(
+        TextColumn("[bold]runs"),
+        BarColumn(bar_width=24),
+        TextColumn("{task.fields[done]}/{task.fields[runs]}"),
+        TextColumn("failed {task.fields[failed]}"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[running]}", table_column=in_flight),
+        console=console,
+        redirect_stdout=redirect_stdout,
+        speed_estimate_period=120,
+        expand=True,
+    )
+
+
 def _schedule(
     todo: list[RunSpec],
     results_dir: Path,
@@ -379,24 +569,25 @@ def _schedule(
     outcome: MatrixResult,
     lock_fd: int,
 ) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Run the runs on the launcher; show a progress bar on stderr when it is a terminal, else
+    a line per ended run (how many are done, the time left)."""
+    from rich.console import Console
 
     launcher = make_launcher(options, lock_fd)
     console.print(f"running {len(todo)} runs on the {launcher.description}", markup=False)
     pending: deque[tuple[RunSpec, int, list[str]]] = deque((run, 1, []) for run in todo)
     active: list[_Active] = []
-    columns = (
-        TextColumn("[bold]runs"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("failed {task.fields[failed]}"),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[running]}"),
-    )
+    factor = load_factor(load_average(), launcher.workers, os.cpu_count() or 1)
+    tracker = MatrixProgress(todo, launcher.workers, factor)
+    stderr = Console(stderr=True)
+    bar = progress_bar(stderr, console.is_terminal) if stderr.is_terminal else None
     previous_handler = signal.signal(signal.SIGTERM, _raise_exit)
     try:
-        with Progress(*columns, console=console) as progress:
-            bar = progress.add_task("runs", total=len(todo), failed=0, running="")
+        with bar or contextlib.nullcontext():
+            task = None
+            if bar is not None:
+                fields = {"done": 0, "runs": len(todo), "failed": 0, "running": ""}
+                task = bar.add_task("runs", total=tracker.total, **fields)
             while pending or active:
                 while pending and len(active) < launcher.workers:
                     run, attempt, errors = pending.popleft()
@@ -410,20 +601,31 @@ def _schedule(
                         continue
                     active.remove(item)
                     result = _finish(item, polled, results_dir, options, pending, console)
-                    if result is not None:
-                        outcome.results.append(result)
-                        progress.advance(bar)
-                progress.update(
-                    bar,
-                    failed=outcome.count("failed"),
-                    running=", ".join(item.run.run_id for item in active),
-                )
+                    if result is None:
+                        continue
+                    outcome.results.append(result)
+                    tracker.finish(result.run_id, result.seconds, result.status == "done")
+                    if bar is None:
+                        print(tracker.line(_running(active)), file=sys.stderr, flush=True)
+                if bar is not None:
+                    bar.update(
+                        task,
+                        completed=tracker.completed(_running(active)),
+                        done=len(tracker.finished),
+                        failed=outcome.count("failed"),
+                        running=", ".join(item.run.run_id for item in active),
+                    )
                 time.sleep(POLL_SECONDS)
     finally:
         for item in active:
             launcher.stop(item.handle)
         launcher.close()
         signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _running(active: list[_Active]) -> dict[str, float]:
+    now = time.monotonic()
+    return {item.run.run_id: now - item.started for item in active}
 
 
 def _finish(

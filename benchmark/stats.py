@@ -27,6 +27,9 @@ SEED = 0
 """Bootstrap defaults: 95% percentile intervals from 2000 resamples of a seeded generator."""
 TRIM = 0.25
 """trim_mean cuts this fraction from each end: the mean of the middle 50%."""
+MIN_RUNS_FOR_INTERVAL = 3
+"""Reports show an interval only from this many runs (seeds) on: a bootstrap over one or two runs
+only repeats them, so its interval says nothing about the next seed."""
 
 Strata = Sequence[Sequence[float]]
 

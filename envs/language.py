@@ -145,13 +145,16 @@ _SIDE_FROM_TEXT = {text: side for side, text in _SIDE_TEXT.items()}
 
 
 def _unknown_text(text: str) -> ValueError:
-    forms = "\n".join(f"  {skill}: {template}" for skill, template in _TEMPLATES.items())
-    return ValueError(
-        f"cannot parse instruction {text!r}; accepted forms:\n{forms}\n"
-        f"{_accepted('colours', COLOURS)}; "
-        f"{_accepted('directions', [_DIRECTION_TEXT[d] for d in DIRECTIONS])}; "
-        f"{_accepted('sides', [_SIDE_TEXT[s] for s in SIDES])}"
-    )
+    """The error for a text no form matches: the text, then every accepted form and the words
+    that fill its slots, one per line."""
+    lines = [
+        f"cannot parse instruction {text!r}; accepted forms:",
+        *(f"  {skill}: {template}" for skill, template in _TEMPLATES.items()),
+        _accepted("colours", COLOURS),
+        _accepted("directions", [_DIRECTION_TEXT[d] for d in DIRECTIONS]),
+        _accepted("sides", [_SIDE_TEXT[s] for s in SIDES]),
+    ]
+    return ValueError("\n".join(lines))
 
 
 def _tower_colours(names: str, text: str) -> tuple[str, ...]:

@@ -949,7 +949,24 @@ def curriculum_for_env(
             name, tasks, seed, budget=budget, target_skills=target_skills, **options
         )
     except ValueError as error:
-        raise ValueError(f"curriculum {name!r} cannot train on {env_id}: {error}") from None
+        goal = _training_goal(env_id, target_skills)
+        raise ValueError(f"curriculum {name!r} cannot train {goal}: {error}") from None
+
+
+def _training_goal(env_id: str, target_skills: Sequence[str]) -> str:
+    """What a curriculum was asked to train, as its errors name it: "on GameOn/Reach-v0", or
+    "for GameOn/Tower-v0 (practising on GameOn/MultiSkill-v0)" when the target is another env's."""
+    if tuple(target_skills) == tuple(ENV_SKILLS[env_id][0]):
+        return f"on {env_id}"
+    target = next(
+        (
+            other
+            for other, (skills, _) in ENV_SKILLS.items()
+            if tuple(skills) == tuple(target_skills)
+        ),
+        f"the target skills {', '.join(target_skills)}",
+    )
+    return f"for {target} (practising on {env_id})"
 
 
 def skill_probabilities(curriculum: LearningProgressCurriculum) -> dict[str, float]:

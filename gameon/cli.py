@@ -1,4 +1,10 @@
-"""The `gameon` command line: list the envs, record a scripted expert's episode, run experiments."""
+"""The `gameon` command line: list the envs, record a scripted expert's episode, run experiments,
+and (through `gameon.benchmark.commands`) the benchmark harness and the leaderboard.
+
+Beyond tyro (in every extra that has a command), each command imports what it needs when it runs,
+so a missing optional extra is answered with one line naming the extra to install
+(`missing_extra`), whichever command needs it.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,17 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 import tyro
 
-from gameon.benchmark.records import RunRecord
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
-from gameon.experimenter.loop import LoopConfig, load_state, run_experiment
+
+if TYPE_CHECKING:
+    from gameon.benchmark.records import RunRecord
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 FPS = 20
@@ -26,6 +33,53 @@ EXAMPLE_COLOURS = ("red", "green", "blue")
 
 HARNESS_COMMANDS = ("bench", "leaderboard")
 """Subcommands of the benchmark harness (`gameon.benchmark.commands`), e.g. `gameon bench run`."""
+COMMANDS = {
+    "envs": "list every environment id with its skills, max steps and example instructions",
+    "demo": "record a scripted expert's episode to a video (.mp4 or .gif)",
+    "experiment": "run the collect protocol (the Game On cycle) with one curriculum",
+    "bench": "run|report: run a benchmark matrix (default: the smoke preset), aggregate its runs",
+    "leaderboard": "submit: validate run records and add them to the leaderboard",
+}
+"""Every `gameon` command, as `gameon --help` lists them."""
+
+EXTRAS = {
+    "cli": ("tyro", "imageio", "imageio_ffmpeg", "rich", "pydantic"),
+    "train": (
+        "torch",
+        "tyro",
+        "tensorboard",
+        "minari",
+        "h5py",
+        "imageio",
+        "imageio_ffmpeg",
+        "matplotlib",
+    ),
+    "vlm": ("google", "openai", "pydantic"),
+    "bench": ("pydantic", "scipy", "matplotlib", "rich", "tyro"),
+    "ray": ("ray",),
+}
+"""The modules each optional extra of pyproject.toml installs (minari[hdf5] brings h5py)."""
+COMMAND_EXTRAS = {
+    "envs": ("cli",),
+    "demo": ("cli",),
+    "experiment": ("train", "cli"),
+    "bench run": ("train", "bench"),
+    "bench report": ("bench",),
+    "leaderboard submit": ("bench", "train"),
+}
+"""The extras each command uses, the one to suggest first for a module in several."""
+LIBRARIES = {
+    "torch": "PyTorch",
+    "minari": "Minari",
+    "h5py": "h5py (Minari's HDF5 storage)",
+    "tensorboard": "TensorBoard",
+    "scipy": "SciPy",
+    "imageio_ffmpeg": "imageio-ffmpeg",
+    "google": "google-genai",
+    "ray": "Ray",
+}
+"""How a module is named to a person, where that differs from its import name."""
+TORCH_CPU = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
 class UsageError(Exception):
@@ -61,24 +115,57 @@ class Demo:
     """step limit of the episode; by default the env's own"""
 
 
-@dataclass
-class Experiment(LoopConfig):
-    """Run the collect protocol (the Game On cycle): practise tasks, record them, retrain, evaluate.
+def experiment_options() -> type:
+    """The options of `gameon experiment`: LoopConfig's and three of its own. Built when the
+    command runs, since LoopConfig needs the extras that `gameon envs` and `demo` do not."""
+    from gameon.experimenter.loop import LoopConfig
 
-    An existing run folder of the same config resumes where it stopped. With `--curriculum vlm`
-    a VLM backend proposes, decomposes and analyses (`--backend rules` runs offline).
-    """
+    @dataclass
+    class Experiment(LoopConfig):
+        """Run the collect protocol (the Game On cycle): practise tasks, record them, retrain,
+        evaluate.
 
-    vlm_backend: Annotated[str, tyro.conf.arg(aliases=("--backend",))] = "rules"
-    """vlm curriculum: rules (offline stand-in, labelled vlm[rules]) | gemini | openai | replay"""
-    run_dir: Path | None = None
-    """output folder (default: runs/experiment__{curriculum}__{learner}__{seed})"""
-    progress: bool = True
-    """show progress bars over iterations and episodes"""
+        An existing run folder of the same config resumes where it stopped. With `--curriculum
+        vlm` a VLM backend proposes, decomposes and analyses (`--backend rules` runs offline).
+        """
+
+        vlm_backend: Annotated[str, tyro.conf.arg(aliases=("--backend",))] = "rules"
+        """vlm curriculum: rules (offline stand-in, labelled vlm[rules]) | gemini | openai |
+        replay"""
+        run_dir: Path | None = None
+        """output folder (default: runs/experiment__{curriculum}__{learner}__{seed})"""
+        progress: bool = True
+        """show progress bars over iterations and episodes"""
+
+    return Experiment
 
 
 def _accepted(values: Sequence[str]) -> str:
     return ", ".join(values)
+
+
+def command_name(arguments: Sequence[str]) -> str:
+    """The command the arguments run, e.g. "bench run", "demo", or "" for none."""
+    if not arguments or arguments[0].startswith("-"):
+        return ""
+    if arguments[0] in HARNESS_COMMANDS and len(arguments) > 1:
+        return " ".join(arguments[:2])
+    return arguments[0]
+
+
+def missing_extra(command: str, error: ModuleNotFoundError) -> str | None:
+    """One line naming the optional extra that provides the missing module, e.g. "gameon bench
+    run needs PyTorch: pip install 'gameon-rl[train]' ..."; None if no extra provides it."""
+    module = (error.name or "").split(".")[0]
+    preferred = [*COMMAND_EXTRAS.get(command, ()), *EXTRAS]
+    extra = next((name for name in preferred if module in EXTRAS.get(name, ())), None)
+    if extra is None:
+        return None
+    library = LIBRARIES.get(module, module)
+    line = f"gameon {command} needs {library}: pip install 'gameon-rl[{extra}]'"
+    if module == "torch":
+        line += f" (on a machine without a GPU, first the CPU build: {TORCH_CPU})"
+    return line
 
 
 def examples(skills: Sequence[str]) -> list[str]:
@@ -145,6 +232,10 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int = FPS) -> None:
 def demo(args: Demo) -> dict:
     """Record one scripted expert episode to `args.out`; return what was printed as a dict."""
     _check(args)
+    import imageio.v3  # noqa: F401  (the cli extra: say so before the episode, not after it)
+
+    if args.out.suffix.lower() == ".mp4":
+        import imageio_ffmpeg  # noqa: F401
     try:
         from gameon.envs.experts import make_expert
     except ImportError as error:
@@ -163,7 +254,7 @@ def demo(args: Demo) -> dict:
         options = None if args.instruction is None else {"instruction": args.instruction}
         obs, info = env.reset(seed=args.seed, options=options)
     except ValueError as error:
-        raise UsageError(" ".join(str(error).split())) from None
+        raise UsageError(str(error).strip()) from None
     expert = make_expert(env.unwrapped, args.noise, seed=args.seed)
     expert.reset()
     frames = [env.render()]
@@ -196,8 +287,11 @@ def demo(args: Demo) -> dict:
     return result
 
 
-def experiment(args: Experiment) -> RunRecord:
-    """Run (or resume) a collect experiment; print where its record and curves are."""
+def experiment(args: Any) -> RunRecord:
+    """Run (or resume) a collect experiment (`args`: `experiment_options()`); print where its
+    record and curves are."""
+    from gameon.experimenter.loop import LoopConfig, load_state, run_experiment
+
     config = LoopConfig(**{f.name: getattr(args, f.name) for f in fields(LoopConfig)})
     run_dir = args.run_dir or Path(
         "runs", f"experiment__{config.curriculum}__{config.learner}__{config.seed}"
@@ -207,10 +301,7 @@ def experiment(args: Experiment) -> RunRecord:
         load_state(run_dir, config)
     except ValueError as error:
         raise UsageError(" ".join(str(error).split())) from None
-    try:
-        record = run_experiment(config, run_dir, progress=args.progress)
-    except ModuleNotFoundError as error:
-        raise UsageError(f"experiments need gameon-rl[train] and matplotlib: {error}") from None
+    record = run_experiment(config, run_dir, progress=args.progress)
     print(f"stopped:  {record.extra['stopped']} after iteration {record.extra['iterations_done']}")
     print(f"episodes: {record.extra['dataset']['episodes']}")
     for skill, rate in record.curve[-1].per_skill.items():
@@ -220,31 +311,60 @@ def experiment(args: Experiment) -> RunRecord:
     return record
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the `gameon` command."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments and arguments[0] in HARNESS_COMMANDS:
-        from gameon.benchmark.commands import main as harness_main
+def usage() -> str:
+    """What `gameon --help` prints: every command, one a line."""
+    lines = [
+        f"usage: gameon {{{','.join(COMMANDS)}}} ...",
+        "",
+        "GameOn-RL: language-goal MuJoCo block stacking, curricula and a VLM experimenter.",
+        "",
+        "commands:",
+        *(f"  {name:12s} {text}" for name, text in COMMANDS.items()),
+        "",
+        "`gameon COMMAND --help` shows a command's options (`gameon bench --help`: its",
+        "subcommands). `python -m gameon ...` runs the same commands.",
+    ]
+    return "\n".join(lines)
 
-        raise SystemExit(harness_main(arguments))
-    args = tyro.extras.subcommand_cli_from_dict(
-        {"envs": Envs, "demo": Demo, "experiment": Experiment},
-        prog="gameon",
-        description=(
-            "GameOn-RL: language-goal MuJoCo block stacking. The benchmark harness: "
-            "`gameon bench run|report` and `gameon leaderboard submit` (see `gameon bench --help`)."
-        ),
-        args=arguments,
-    )
+
+def run_command(arguments: Sequence[str]) -> None:
+    """Parse and run `gameon envs`, `demo` or `experiment`, or print the usage."""
+    if not arguments or arguments[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if arguments else sys.stderr)
+        if not arguments:
+            raise SystemExit(2)
+        return
+    name, rest = arguments[0], list(arguments[1:])
+    if name not in COMMANDS:
+        raise UsageError(f"unknown command {name!r}; accepted: {_accepted(COMMANDS)}")
+    prog = f"gameon {name}"
+    if name == "envs":
+        tyro.cli(Envs, args=rest, prog=prog)
+        list_envs()
+    elif name == "demo":
+        demo(tyro.cli(Demo, args=rest, prog=prog))
+    else:
+        experiment(tyro.cli(experiment_options(), args=rest, prog=prog))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `gameon` command. A usage error or a missing extra is said in one line
+    and exits 2; `bench` and `leaderboard` exit with the harness's status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        if isinstance(args, Envs):
-            list_envs()
-        elif isinstance(args, Experiment):
-            experiment(args)
-        else:
-            demo(args)
+        if arguments and arguments[0] in HARNESS_COMMANDS:
+            from gameon.benchmark.commands import main as harness_main
+
+            raise SystemExit(harness_main(arguments))
+        run_command(arguments)
     except UsageError as error:
         print(f"gameon: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except ModuleNotFoundError as error:
+        line = missing_extra(command_name(arguments), error)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
         raise SystemExit(2) from None
 
 

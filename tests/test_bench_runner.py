@@ -16,8 +16,17 @@ from pathlib import Path
 import pytest
 
 from gameon.benchmark.commands import main
+from gameon.benchmark.matrix import expand, load_spec
 from gameon.benchmark.records import RECORD_FILE, load_record
-from gameon.benchmark.runner import results_lock
+from gameon.benchmark.runner import (
+    MatrixProgress,
+    RunnerOptions,
+    load_factor,
+    matrix_seconds,
+    plan_line,
+    results_lock,
+    schedule_seconds,
+)
 
 ONLINE = """
 name = "{name}"
@@ -74,13 +83,64 @@ def test_online_matrix_writes_valid_records(tmp_path, capsys):
         assert "final success" in (path.parent / "run.log").read_text()
     matrix = json.loads((results / "matrix.json").read_text())
     assert [r["run_id"] for r in matrix["runs"]] == sorted(found)
-    out = capsys.readouterr().out
-    assert "2 runs done now" in out and "gameon bench report" in out
+    captured = capsys.readouterr()
+    assert captured.out.startswith("tiny: 2 runs to do, 2 at a time: about ")
+    assert "2 runs done now" in captured.out and "gameon bench report" in captured.out
+    progress = [line for line in captured.err.splitlines() if "runs done" in line]
+    assert progress[0].startswith("1/2 runs done, ~") and progress[0].endswith(" left")
+    assert progress[1] == "2/2 runs done"
 
     before = {run_id: path.stat().st_mtime_ns for run_id, path in found.items()}
     assert main(command(spec_file(tmp_path), results)) == 0
-    assert "2 finished before" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("tiny: 0 runs to do (2 of 2 finished before): nothing to run")
+    assert "2 finished before" in out
     assert {run_id: path.stat().st_mtime_ns for run_id, path in found.items()} == before
+
+
+def smoke_runs() -> list:
+    return expand(load_spec("smoke", check=False))
+
+
+def test_the_smoke_preset_is_expected_to_take_about_two_minutes_on_two_idle_cores() -> None:
+    assert 100 <= matrix_seconds(smoke_runs(), workers=2) <= 150
+    assert schedule_seconds([10.0, 10.0, 10.0], workers=2) == 20.0
+    assert schedule_seconds([10.0, 10.0, 10.0], workers=1) == 30.0
+
+
+def test_the_first_line_says_runs_workers_and_the_time_idle_and_under_load(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    spec = load_spec("smoke", check=False)
+    idle = plan_line(spec, tmp_path, RunnerOptions(workers=2), load=0.0)
+    assert idle == (
+        "smoke: 20 runs to do, 2 at a time: about 2 min on an idle 2-core machine, "
+        "longer when it is busy"
+    )
+    busy = plan_line(spec, tmp_path, RunnerOptions(workers=2), load=2.0)
+    assert busy.endswith("2-core machine; here, now (load 2.0 on 2 CPUs): about 4 min")
+    one = plan_line(spec, tmp_path, RunnerOptions(workers=1), load=0.0)
+    assert one.endswith(
+        "about 2 min on an idle 2-core machine; here, now (load 0.0 on 2 CPUs): about 4 min"
+    )
+    assert load_factor(2.0, workers=2, cpus=2) == 2.0 and load_factor(0.0, 1, 2) == 1.0
+
+
+def test_time_left_follows_the_pace_the_runs_finish_at() -> None:
+    runs = smoke_runs()[:4]
+    progress = MatrixProgress(runs, workers=2)
+    expected = [progress.expected[run.run_id] for run in runs]
+    assert progress.seconds_left({}) == pytest.approx(schedule_seconds(expected, 2))
+    progress.finish(runs[0].run_id, 2 * expected[0])  # twice as slow as expected
+    assert progress.factor == pytest.approx(2.0)
+    running = {runs[1].run_id: 1.0}
+    left = [2 * expected[1] - 1.0, 2 * expected[2], 2 * expected[3]]
+    assert progress.seconds_left(running) == pytest.approx(schedule_seconds(left, 2))
+    assert progress.completed(running) == pytest.approx(expected[0] + 0.5)
+    assert progress.line(running).startswith("1/4 runs done, ~")
+    progress.finish(runs[1].run_id, 1.0, measured=False)  # a failure does not set the pace
+    assert progress.factor == pytest.approx(2.0)
 
 
 def test_a_different_spec_in_the_same_results_dir_is_refused(tmp_path, capsys):

@@ -1,5 +1,8 @@
-"""The `gameon` command line: listing the envs, recording a demo, and one-line usage errors."""
+"""The `gameon` command line: listing the envs, recording a demo, one-line usage errors, help,
+and the one line that names a missing optional extra."""
 
+import importlib.abc
+import re
 import runpy
 import subprocess
 import sys
@@ -8,8 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gameon.cli import main
+from gameon.benchmark.commands import COMMANDS as HARNESS_USAGE
+from gameon.cli import EXTRAS, main, missing_extra
 from gameon.envs import ENV_SKILLS
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -61,8 +70,12 @@ def test_bad_instruction_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) 
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "juggle" in err and len(err.strip().splitlines()) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0] == (
+        "gameon: error: cannot parse instruction 'juggle the red block'; accepted forms:"
+    )
+    assert "  lift: pick up the <colour> block" in lines
+    assert "accepted colours: red, green, blue, yellow, purple" in lines
 
 
 @pytest.mark.parametrize("suffix", [".gif", ".mp4"])
@@ -121,6 +134,7 @@ def test_experiment_vlm_gemini_without_key_says_what_is_missing(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "GEMINI_API_KEY" in err and "GOOGLE_API_KEY" in err and "--backend rules" in err
+    assert "cannot train for GameOn/Tower-v0 (practising on GameOn/MultiSkill-v0)" in err
     assert not run_dir.exists()
 
 
@@ -163,3 +177,141 @@ def test_gameon_routes_bench_and_leaderboard_to_the_harness(
     assert exit_info.value.code == 1
     assert "no run record at" in capsys.readouterr().out
     assert not (tmp_path / "leaderboard.json").exists()
+
+
+class _Hidden(importlib.abc.MetaPathFinder):
+    """An import hook that answers `import NAME` (or a submodule) as if it were not installed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> None:
+        if fullname == self.name or fullname.startswith(self.name + "."):
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+
+
+def hide_module(monkeypatch: pytest.MonkeyPatch, name: str, *importers: str) -> None:
+    """Make `name` unimportable for one test; `importers`: the already imported modules (and
+    their submodules) that import it, forgotten so that the command imports them afresh."""
+    prefixes = (name, *importers)
+    for module in list(sys.modules):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setattr(sys, "meta_path", [_Hidden(name), *sys.meta_path])
+
+
+@pytest.mark.parametrize(
+    ("args", "hidden", "importers", "line"),
+    [
+        (
+            ["bench", "run", "--results", "{tmp}/results"],
+            "torch",
+            ["gameon.baselines"],
+            "gameon bench run needs PyTorch: pip install 'gameon-rl[train]'",
+        ),
+        (
+            ["bench", "report", "{tmp}/results"],
+            "scipy",
+            ["gameon.benchmark.report", "gameon.benchmark.stats"],
+            "gameon bench report needs SciPy: pip install 'gameon-rl[bench]'",
+        ),
+        (
+            ["leaderboard", "submit", "{tmp}/results", "--board", "{tmp}/board"],
+            "scipy",
+            ["gameon.benchmark.leaderboard", "gameon.benchmark.report", "gameon.benchmark.stats"],
+            "gameon leaderboard submit needs SciPy: pip install 'gameon-rl[bench]'",
+        ),
+        (
+            ["experiment", "--run-dir", "{tmp}/results"],
+            "pydantic",
+            ["gameon.experimenter.loop", "gameon.benchmark.records"],
+            "gameon experiment needs pydantic: pip install 'gameon-rl[cli]'",
+        ),
+        (
+            ["demo", "--out", "{tmp}/results/demo.gif"],
+            "imageio",
+            [],
+            "gameon demo needs imageio: pip install 'gameon-rl[cli]'",
+        ),
+    ],
+)
+def test_a_missing_extra_is_one_line_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    hidden: str,
+    importers: list[str],
+    line: str,
+) -> None:
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    hide_module(monkeypatch, hidden, *importers)
+    with pytest.raises(SystemExit) as exit_info:
+        main([arg.format(tmp=tmp_path) for arg in args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(line) and len(err.splitlines()) == 1
+    assert not (tmp_path / "results").exists() and not (tmp_path / "board").exists()
+
+
+def test_the_torch_line_gives_the_cpu_build_and_unknown_modules_still_raise() -> None:
+    torch_line = missing_extra("bench run", ModuleNotFoundError("x", name="torch"))
+    assert "gameon-rl[train]" in torch_line
+    assert "--index-url https://download.pytorch.org/whl/cpu" in torch_line
+    assert missing_extra("bench report", ModuleNotFoundError("x", name="matplotlib.pyplot")) == (
+        "gameon bench report needs matplotlib: pip install 'gameon-rl[bench]'"
+    )
+    assert missing_extra("demo", ModuleNotFoundError("x", name="gameon.nope")) is None
+
+
+def test_every_extra_of_pyproject_is_known_to_the_missing_extra_line() -> None:
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    modules = {"google-genai": ["google"], "minari[hdf5]": ["minari", "h5py"]}
+    for extra, provided in EXTRAS.items():
+        for requirement in extras[extra]:
+            name = re.split(r"[<>=!~ ]", requirement)[0]
+            for module in modules.get(name, [name.replace("-", "_")]):
+                assert module in provided, f"{module} ({requirement}) missing from EXTRAS[{extra}]"
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gameon {envs,demo,experiment,bench,leaderboard} ...")
+    for group, subcommand in HARNESS_USAGE:
+        assert group in out and subcommand in out
+
+
+@pytest.mark.parametrize("group", ["bench", "leaderboard"])
+def test_harness_help_exits_0_listing_its_subcommands(
+    group: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([group, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for key in HARNESS_USAGE:
+        assert (f"gameon {' '.join(key)}" in out) == (key[0] == group)
+
+
+def test_python_m_gameon_is_the_gameon_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gameon", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "bench" in result.stdout and "leaderboard" in result.stdout
+
+
+@pytest.mark.parametrize("learner", ["ppo", "sac", "bc", "iql"])
+def test_learner_help_names_the_program(learner: str) -> None:
+    pytest.importorskip("torch")
+    module = f"gameon.baselines.{learner}"
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: python -m {module} [-h]")

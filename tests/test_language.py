@@ -220,6 +220,20 @@ def test_error_unknown_text_lists_templates() -> None:
     assert "<colour>" in message
 
 
+def test_error_unknown_text_is_one_form_a_line() -> None:
+    with pytest.raises(ValueError) as info:
+        parse("dance with the red block")
+    lines = str(info.value).splitlines()
+    assert lines[0] == "cannot parse instruction 'dance with the red block'; accepted forms:"
+    forms = [f"  {skill}: {template}" for skill, template in canonical_templates().items()]
+    assert lines[1 : 1 + len(forms)] == forms
+    assert lines[1 + len(forms) :] == [
+        "accepted colours: red, green, blue, yellow, purple",
+        "accepted directions: to the left, to the right, forward, backward",
+        "accepted sides: to the left of, to the right of, in front of, behind",
+    ]
+
+
 def test_error_unknown_colour() -> None:
     expected = "unknown colour 'pink'; accepted colours: red, green, blue, yellow, purple"
     with pytest.raises(ValueError, match=re.escape(expected)) as info:

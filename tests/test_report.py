@@ -12,6 +12,8 @@ import pytest
 from record_factory import make_record, write_run
 from scipy.stats import mannwhitneyu
 
+from gameon.benchmark import report
+from gameon.benchmark.commands import main as commands_main
 from gameon.benchmark.records import Collected, VLMUsage
 from gameon.benchmark.report import write_report
 from gameon.benchmark.stats import (
@@ -156,13 +158,107 @@ def test_report_of_a_directory_with_valid_invalid_and_missing_records(tmp_path) 
         assert f"]({plot.name})" in markdown
 
 
-def test_report_writes_to_out_dir_and_survives_an_empty_directory(tmp_path) -> None:
-    (tmp_path / "runs").mkdir()
+def test_report_writes_to_out_dir(tmp_path) -> None:
+    write_run(tmp_path / "runs", make_record(0, FIXED[0]))
     paths = write_report(tmp_path / "runs", tmp_path / "out")
-    assert paths.markdown.parent == tmp_path / "out" and paths.plots == []
-    assert "No valid run records." in paths.markdown.read_text()
+    assert paths.markdown.parent == tmp_path / "out" and len(paths.plots) == 2
+    assert not (tmp_path / "runs" / "report.md").exists()
+
+
+def test_a_directory_without_valid_records_is_refused_and_nothing_written(tmp_path) -> None:
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(ValueError, match="no run records in .*runs: nothing to report"):
+        write_report(tmp_path / "runs")
+    (tmp_path / "runs" / "broken").mkdir()
+    (tmp_path / "runs" / "broken" / "record.json").write_text("{}")
+    with pytest.raises(
+        ValueError, match="no valid run records .*1 run folder skipped, e.g. broken"
+    ):
+        write_report(tmp_path / "runs")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["broken"]
     with pytest.raises(ValueError, match="not a directory"):
         write_report(tmp_path / "absent")
+
+
+@pytest.mark.parametrize("folder", ["empty", "absent"])
+def test_bench_report_of_no_records_exits_2_in_one_line(tmp_path, capsys, folder) -> None:
+    results = tmp_path / folder
+    if folder == "empty":
+        results.mkdir()
+    assert commands_main(["bench", "report", str(results)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert captured.err.startswith("gameon bench report: no ") and str(results) in captured.err
+    assert list(tmp_path.rglob("*")) == ([results] if folder == "empty" else [])
+
+
+def report_of(tmp_path, groups: dict[str, list[list[bool]]], matrix: str | None = None) -> str:
+    """The Markdown report of hand-made Reach-v0 runs, `groups`: curriculum -> each seed's
+    episode outcomes; `matrix`: the matrix name matrix.json gives, if any."""
+    results = tmp_path / "results"
+    for curriculum, runs in groups.items():
+        for seed, successes in enumerate(runs):
+            write_run(results, make_record(seed, successes, curriculum))
+    if matrix is not None:
+        (results / "matrix.json").write_text(json.dumps({"name": matrix, "description": "d"}))
+    return write_report(results).markdown.read_text()
+
+
+def test_intervals_from_fewer_than_three_seeds_are_not_shown(tmp_path) -> None:
+    markdown = report_of(tmp_path, {"fixed": FIXED[:2], "lp": VLM[:1]})
+    assert (
+        "| collect | GameOn/Reach-v0 | fixed | bc | 2 (0, 1) | 0.12 [n/a (2 seeds)] |" in markdown
+    )
+    lp = next(line for line in markdown.splitlines() if line.startswith("| collect | GameOn/R"))
+    lp = next(line for line in markdown.splitlines() if "| lp |" in line)
+    assert lp.startswith("| collect | GameOn/Reach-v0 | lp | bc | 1 (0) | 0.75 [n/a (1 seed)] |")
+    assert lp.count("[n/a (1 seed)]") == 4  # target, all skills, P(> fixed) twice
+    summary = json.loads((tmp_path / "results" / "report.json").read_text())
+    groups = {g["curriculum"]: g for g in summary["groups"]}
+    assert set(groups["lp"]["target_success"]) == {"value", "low", "high"}
+    assert set(groups["lp"]["improvement_over_fixed"]) == {"value", "low", "high"}
+
+
+def test_three_seeds_show_intervals_and_no_pipeline_banner(tmp_path) -> None:
+    markdown = report_of(tmp_path, {"fixed": FIXED, "lp": VLM}, matrix="paper")
+    assert "[n/a" not in markdown and "Pipeline check" not in markdown
+    assert "| 3 (0, 1, 2) | 0.75 [" in markdown
+
+
+@pytest.mark.parametrize(
+    ("matrix", "seeds", "why"),
+    [("smoke", 3, "This is the smoke preset"), (None, 2, "Every row has fewer than 3 seeds")],
+)
+def test_a_pipeline_check_says_so_under_its_heading(tmp_path, matrix, seeds, why) -> None:
+    markdown = report_of(tmp_path, {"fixed": FIXED[:seeds], "lp": VLM[:seeds]}, matrix=matrix)
+    banner = markdown.splitlines()[2]
+    assert banner.startswith("> **Pipeline check: these numbers rank nothing.** " + why)
+
+
+def test_every_column_of_every_table_is_explained_under_it(tmp_path) -> None:
+    markdown = report_of(tmp_path, {"fixed": FIXED, "lp": VLM})
+    lines = markdown.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| protocol |"))
+    columns = [c.strip() for c in lines[header].strip("|").split("|")]
+    legend = lines[lines.index("Columns:", header) :]
+    explained = [line.split("**")[1] for line in legend if line.startswith("- **")]
+    assert explained[: len(columns)] == columns
+    assert "`5 (0, 1, 2, 3, 4)` is five runs with seeds 0 to 4" in markdown
+
+
+def test_coinciding_curves_keep_distinct_markers_styles_and_offsets(tmp_path, monkeypatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda figure, path: figures.append(figure) or path)
+    same = {label: [make_record(0, [False] * 4, label)] for label in ("fixed", "hand", "lp")}
+    report._plot_curves(same, "title", tmp_path / "curves.png")
+    lines = figures[0].axes[0].get_lines()
+    assert len({line.get_marker() for line in lines}) == 3
+    assert len({line.get_linestyle() for line in lines}) == 3
+    starts = [line.get_xdata()[0] for line in lines]
+    assert len(set(starts)) == 3 and max(starts) - min(starts) <= 0.2 * 2
 
 
 def test_across_envs_stratifies_by_env(tmp_path) -> None:

@@ -1,0 +1,5 @@
+"""`python -m gameon ...`: the `gameon` command."""
+
+from gameon.cli import main
+
+main()
