@@ -276,7 +276,6 @@ class Embodiment:
         atomic: bool = False,
         stop_on_failure: bool = False,
         max_episode_steps: int = MAX_EPISODE_STEPS,
-        env_kwargs: Mapping[str, Any] | None = None,
         takeover: ScriptedExecutor | None = None,
     ) -> None:
         if env_id not in ENV_SKILLS:
@@ -289,10 +288,6 @@ class Embodiment:
             raise ValueError(
                 f"max_episode_steps must be a positive integer, got {max_episode_steps}"
             )
-        env_kwargs = dict(env_kwargs or {})
-        for key in ("terminate_on_success", "max_episode_steps"):
-            if key in env_kwargs:
-                raise ValueError(f"env_kwargs may not set {key!r}: the embodiment sets it")
         self.env_id = env_id
         self.library = default_library() if library is None else library
         self.budgets = _budgets(skill_budget)
@@ -300,9 +295,7 @@ class Embodiment:
         self.stop_on_failure = stop_on_failure
         self.max_episode_steps = max_episode_steps
         self.takeover = takeover
-        self.env = gym.make(
-            env_id, max_episode_steps=max_episode_steps, terminate_on_success=False, **env_kwargs
-        )
+        self.env = gym.make(env_id, max_episode_steps=max_episode_steps, terminate_on_success=False)
 
     def plan(self, task: str | Instruction) -> list[Instruction]:
         """The sub-instructions a task runs as, checked to have executors and to fit the limit."""

@@ -15,6 +15,7 @@ from gameon.benchmark.matrix import (
     parse_spec,
     resolve_vlm_backend,
     run_config,
+    spec_path,
 )
 from gameon.benchmark.runner import write_matrix_file
 
@@ -79,8 +80,52 @@ def test_the_controls_preset_runs_exactly_the_paper_presets_control_runs():
         assert run == paper[run.run_id]
 
 
-def test_smoke_configs_validate_with_the_learners_and_the_loop():
-    load_spec("smoke", check=True)
+def test_smoke_runs_get_checked_configs_that_carry_the_preset_settings(monkeypatch):
+    for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    checked = load_spec("smoke", check=True)
+    assert checked == load_spec("smoke", check=False)
+    runs = expand(checked)
+    assert {(r.protocol, r.learner) for r in runs} == {
+        ("online", "ppo"),
+        ("online", "sac"),
+        ("collect", "bc"),
+        ("collect", "iql"),
+    }
+    for run in runs:
+        config = run_config(run)
+        owned = {"env_id": run.env_id, "seed": run.seed, "curriculum": run.curriculum.name}
+        for key, value in {**run.budget, **run.settings, **owned}.items():
+            assert getattr(config, key) == value, (run.run_id, key)
+
+
+@pytest.mark.parametrize(
+    ("line", "misspelt", "refused_run"),
+    [
+        pytest.param(
+            "sac = { learning_starts = 128",
+            "learning_start",
+            "online__MultiSkill__fixed__sac__s0",
+            id="online-learner-setting",
+        ),
+        pytest.param(
+            'settings = { collector = "demo"',
+            "target_eval_episode",
+            "collect__Tower__fixed__bc__s0",
+            id="collect-setting",
+        ),
+    ],
+)
+def test_checking_smoke_refuses_a_misspelt_setting_naming_the_run(
+    tmp_path, line, misspelt, refused_run
+):
+    smoke = spec_path("smoke").read_text()
+    assert smoke.count(line) == 1
+    path = tmp_path / "smoke_misspelt.toml"
+    path.write_text(smoke.replace(line, line.replace("{", f"{{ {misspelt} = 1,")))
+    load_spec(path, check=False)  # parsing alone does not know the learners' settings
+    with pytest.raises(ValueError, match=f"run {refused_run}: .*{misspelt} is not a setting of"):
+        load_spec(path)
 
 
 def test_expansion_order_ids_and_settings():

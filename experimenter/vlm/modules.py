@@ -37,7 +37,6 @@ from gameon.experimenter.vlm.prompts import render_prompt
 if TYPE_CHECKING:
     from gameon.experimenter.embodiment import Embodiment
 
-STATUSES = ("improving", "converged", "stalled")
 PREREQUISITES: dict[str, tuple[str, ...]] = {
     "reach": (),
     "lift": ("reach",),
