@@ -410,13 +410,19 @@ def load_policy(path: str | Path) -> Policy:
 
 
 def seed_everything(seed: int, torch_deterministic: bool = True) -> None:
-    """Seed numpy, torch and Python's random as CleanRL does."""
+    """Seed numpy, torch and Python's random as CleanRL does and, with torch_deterministic, ask
+    torch for deterministic kernels (warning, not failing, where an op has none), so a run on the
+    CPU with one thread is bitwise reproducible (the leaderboard audit relies on it)."""
+    import os
     import random
 
     random.seed(seed)
     np.random.seed(seed)  # noqa: NPY002  (libraries that still use the global generator)
     torch.manual_seed(seed)
     torch.backends.cudnn.deterministic = torch_deterministic
+    if torch_deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    torch.use_deterministic_algorithms(torch_deterministic, warn_only=True)
 
 
 def check_env_id(env_id: str) -> None:

@@ -3,6 +3,7 @@
     python -m gameon.benchmark.commands bench run [SPEC] [--results DIR] [--runner local|ray] ...
     python -m gameon.benchmark.commands bench report DIR
     python -m gameon.benchmark.commands leaderboard submit RUNS... [--verify]
+    python -m gameon.benchmark.commands leaderboard audit ENTRY [--runs K]
 
 `main(argv)` takes the arguments after `gameon` (starting with "bench" or "leaderboard") and
 returns the exit status: 0 success, 1 a run or a submission failed, 2 a usage error, 130
@@ -28,6 +29,7 @@ COMMANDS = {
     ("bench", "run"): "run a benchmark matrix and write one validated record per run",
     ("bench", "report"): "aggregate a results directory into a table, a JSON summary and plots",
     ("leaderboard", "submit"): "validate run records and add them to the leaderboard",
+    ("leaderboard", "audit"): "re-train sampled runs of an entry and mark it audited or not",
 }
 
 
@@ -74,6 +76,24 @@ class LeaderboardSubmit:
     """the folder of leaderboard.json and LEADERBOARD.md"""
     verify: bool = False
     """re-evaluate each submitted checkpoint and reject claims it cannot reproduce"""
+
+
+@dataclass
+class LeaderboardAudit:
+    """Re-train K sampled runs of a leaderboard entry from their records, compare the evaluation
+    with the claim (bitwise on the same machine, library versions and commit, else within a
+    stated binomial tolerance) and write the outcome into the entry."""
+
+    entry: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="ENTRY")]
+    """the entry id, e.g. 0007-2e7081d0, or its number, e.g. 0007"""
+    runs: int = 2
+    """runs to sample and re-train (K, at most the entry's runs)"""
+    seed: int = 0
+    """seed of the sampling of the runs"""
+    board: Path = Path("results")
+    """the folder of leaderboard.json and LEADERBOARD.md"""
+    work: Path = Path("runs") / "audit"
+    """where the re-runs train (WORK/ENTRY/RUN-CONFIG; an interrupted audit resumes there)"""
 
 
 def bench_run(command: BenchRun) -> int:
@@ -174,10 +194,21 @@ def leaderboard_submit(command: LeaderboardSubmit) -> int:
     return 1
 
 
+def leaderboard_audit(command: LeaderboardAudit) -> int:
+    """Audit an entry; exit 0 if every sampled run reproduced its claim, else 1."""
+    from gameon.benchmark.audit import audit_entry
+
+    audit = audit_entry(
+        command.entry, command.runs, command.board, seed=command.seed, work_root=command.work
+    )
+    return 0 if audit.audited else 1
+
+
 HANDLERS = {
     ("bench", "run"): (BenchRun, bench_run),
     ("bench", "report"): (BenchReport, bench_report),
     ("leaderboard", "submit"): (LeaderboardSubmit, leaderboard_submit),
+    ("leaderboard", "audit"): (LeaderboardAudit, leaderboard_audit),
 }
 
 

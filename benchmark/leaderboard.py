@@ -16,7 +16,15 @@ the check, unless:
   evaluation, so its success_rate and per_skill must equal the episodes' (to 1e-9), and the
   collected episodes must equal the sum of the collected skill counts;
 - duplicate: no run is already on the board (same content hash of identity and episodes), nor
-  twice in the submission;
+  twice in the submission; and no two runs (of the submission, or one of it and one on the board)
+  share a checkpoint file (sha256, from the record or computed from the checkpoint it points to),
+  trained weights (weights_sha256), or, where their seeds differ, every evaluation episode's
+  outcome and return. The last catches a run copied under other seed labels, since the suite does
+  not depend on the training seed; it applies only where agreement by chance is improbable
+  (below CHANCE, with each episode matching with probability p^2 + (1 - p)^2 at its skill's
+  success rate p), as runs that fail or succeed at everything agree whatever their seed;
+- evidence: a record's checkpoint_sha256 matches the checkpoint file it points to, where it
+  exists;
 - verify (only with verify=True): the record's checkpoint, reloaded and run on the suite again,
   reproduces the claimed success within `tolerance` (absolute, default 0.1) overall, on the
   target skills and per skill. Evaluation is deterministic, so an honest claim reproduces exactly;
@@ -24,7 +32,9 @@ the check, unless:
 
 The board is never lost: it is read and rewritten under a lock file, every file is written
 atomically, and a leaderboard.json that does not parse as a board is refused (BoardError), never
-overwritten.
+overwritten. Entry ids are "NNNN-hash": NNNN from a counter kept in leaderboard.json
+(`next_number`; on a board without it, one more than the largest number), so an id is never
+given twice, even after entries are removed. `benchmark.audit` writes an entry's audit into it.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gameon.benchmark.atomic import atomic_write, file_lock
 from gameon.benchmark.evaluation import SUITE_SEED, EvalReport, EvalTask, evaluation_suite
+from gameon.benchmark.integrity import file_sha256
 from gameon.benchmark.records import RANKED_MODE, RECORD_FILE, Evaluation, RunRecord, load_record
 from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
 from gameon.benchmark.stats import iqm, iqm_ci
@@ -57,6 +68,9 @@ ENTRIES_DIR = "leaderboard"
 MIN_SEEDS = 3
 TOLERANCE = 0.1
 """Largest absolute difference between a claimed and a re-evaluated success rate (verify)."""
+CHANCE = 1e-6
+"""Identical outcome vectors of two seeds are a copy only where chance agreement is below this."""
+TRANSCRIPT_FILE = "transcript.jsonl"
 PACKAGE = "gameon-rl"
 _EXACT = 1e-9
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
@@ -81,6 +95,42 @@ class BoardRun(_Strict):
     git_commit: str
     record: str
     """the copy of the record, relative to the board folder"""
+    checkpoint_sha256: str | None = None
+    weights_sha256: str | None = None
+    dataset_sha256: str | None = None
+    outcomes_sha256: str | None = None
+    """sha256 of every evaluation episode's (instruction, seed, success, return), all evaluations
+    (None on entries made before it was kept: computed from the record copy)"""
+
+
+class RunAudit(_Strict):
+    """One audited run: how the evaluation of its re-run training compares with its claim."""
+
+    run_id: str
+    seed: int
+    outcome: Literal["reproduced", "within tolerance", "not reproduced", "not audited"]
+    comparison: Literal["bitwise", "tolerance"] | None = None
+    claimed: dict[str, float] = {}
+    audited: dict[str, float] = {}
+    bounds: dict[str, float] = {}
+    """tolerance comparison: the largest accepted |claimed - audited| success per evaluation"""
+    differing_episodes: int | None = None
+    detail: str
+    """why: what matched or differed, or why the run could not be audited"""
+
+
+class EntryAudit(_Strict):
+    """The latest audit of an entry (`gameon leaderboard audit`): K sampled runs re-trained."""
+
+    audited: bool
+    """whether every sampled run reproduced its claim (bitwise or within the tolerance)"""
+    when: str
+    runs: int
+    sampling_seed: int
+    sampled: list[str]
+    tolerance: str
+    """the rule applied where the comparison cannot be bitwise"""
+    results: list[RunAudit]
 
 
 class BoardEntry(_Strict):
@@ -111,6 +161,7 @@ class BoardEntry(_Strict):
     per_skill_iqm: dict[str, float]
     verified: bool
     runs: list[BoardRun]
+    audit: EntryAudit | None = None
 
 
 class Board(_Strict):
@@ -118,6 +169,8 @@ class Board(_Strict):
 
     format: Literal["gameon-leaderboard-v1"] = BOARD_FORMAT
     entries: list[BoardEntry] = []
+    next_number: int | None = None
+    """the number of the next entry's id (None on boards made before it was kept)"""
 
 
 @dataclass
@@ -136,6 +189,8 @@ class _Run:
     folder: Path
     text: bytes
     record: RunRecord
+    checkpoint_sha256: str | None = None
+    """the record's, or computed from the checkpoint file it points to"""
 
     @property
     def name(self) -> str:
@@ -159,14 +214,14 @@ def submit(
         reasons += check_record(run.record, run.name)
     if reasons:
         return Submission(False, reasons)
-    reasons = check_group(runs, min_seeds)
+    reasons = check_group(runs, min_seeds) or _duplicates(runs, read_board(board_dir), board_dir)
     if not reasons and verify:
         reasons = [reason for run in runs for reason in verify_run(run, tolerance)]
     if reasons:
         return Submission(False, reasons)
     with file_lock(board_dir / LOCK_FILE):
         board = read_board(board_dir)
-        reasons = _duplicates(runs, board)
+        reasons = _duplicates(runs, board, board_dir)
         if reasons:
             return Submission(False, reasons)
         entry = _store(runs, board, board_dir, verify)
@@ -199,8 +254,27 @@ def _load(paths: Sequence[str | Path]) -> tuple[list[_Run], list[str]]:
         except ValueError as error:
             reasons.append(f"{path}: schema: {error}")
             continue
-        runs.append(_Run(path, file.parent, file.read_bytes(), record))
+        digest, problem = _checkpoint_hash(record, file.parent)
+        if problem:
+            reasons.append(f"{path}: evidence: {problem}")
+            continue
+        runs.append(_Run(path, file.parent, file.read_bytes(), record, digest))
     return runs, reasons
+
+
+def _checkpoint_hash(record: RunRecord, folder: Path) -> tuple[str | None, str | None]:
+    """The checkpoint's sha256 (computed from its file where it exists, else the record's) and
+    what is wrong if the file's differs from the record's."""
+    path = folder / record.checkpoint if record.checkpoint else None
+    if path is None or not path.is_file():
+        return record.checkpoint_sha256, None
+    actual = file_sha256(path)
+    claimed = record.checkpoint_sha256
+    if claimed is not None and claimed != actual:
+        return None, (
+            f"checkpoint {path} has sha256 {actual[:12]}..., the record claims {claimed[:12]}..."
+        )
+    return actual, None
 
 
 def check_record(record: RunRecord, name: str) -> list[str]:
@@ -418,9 +492,85 @@ def run_hash(record: RunRecord) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
-def _duplicates(runs: Sequence[_Run], board: Board) -> list[str]:
+def outcome_vector(record: RunRecord) -> list[list]:
+    """Every evaluation's episodes as (instruction, seed, success, return), final evaluation
+    first, then the target evaluations."""
+    evaluations = [("final", record.evaluation)]
+    evaluations += [(t.mode, t.evaluation) for t in record.target_evaluations]
+    return [
+        [mode, evaluation.env_id, e.instruction, e.seed, e.success, e.episode_return]
+        for mode, evaluation in evaluations
+        for e in evaluation.episodes
+    ]
+
+
+def outcomes_hash(record: RunRecord) -> str:
+    """sha256 of the record's outcome vector (see outcome_vector)."""
+    return hashlib.sha256(json.dumps(outcome_vector(record)).encode()).hexdigest()
+
+
+def chance_agreement(record: RunRecord) -> float:
+    """The probability that an independent run with the same per-skill success rates matches
+    this record's successes on every episode of every evaluation: the product over episodes of
+    p^2 + (1 - p)^2, p the episode's skill's rate in its evaluation (returns ignored, so an
+    upper bound)."""
+    chance = 1.0
+    for evaluation in [record.evaluation, *(t.evaluation for t in record.target_evaluations)]:
+        rates = evaluation.per_skill()
+        for episode in evaluation.episodes:
+            rate = rates[episode.skill]
+            chance *= rate**2 + (1 - rate) ** 2
+    return chance
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    name: str
+    seed: int
+    checkpoint: str | None
+    weights: str | None
+    outcomes: str | None
+
+
+def _evidence_of(run: _Run) -> _Evidence:
+    record = run.record
+    return _Evidence(
+        run.name, record.seed, run.checkpoint_sha256, record.weights_sha256, outcomes_hash(record)
+    )
+
+
+def _board_evidence(board: Board, board_dir: Path) -> list[_Evidence]:
+    """The evidence of every run on the board; what older entries lack is read from the record
+    copies (an unreadable copy gives none)."""
+    evidence = []
+    for entry in board.entries:
+        for run in entry.runs:
+            name = f"run {run.run_id!r} (seed {run.seed}) of entry {entry.id}"
+            found = _Evidence(
+                name, run.seed, run.checkpoint_sha256, run.weights_sha256, run.outcomes_sha256
+            )
+            if run.outcomes_sha256 is None:
+                try:
+                    copy = load_record(board_dir / run.record)
+                except ValueError:
+                    continue
+                found = _Evidence(
+                    name,
+                    run.seed,
+                    run.checkpoint_sha256 or copy.checkpoint_sha256,
+                    run.weights_sha256 or copy.weights_sha256,
+                    outcomes_hash(copy),
+                )
+            evidence.append(found)
+    return evidence
+
+
+def _duplicates(runs: Sequence[_Run], board: Board, board_dir: Path) -> list[str]:
+    """Runs already on the board or twice in the submission, by content hash, checkpoint,
+    weights, or (seeds differing) outcome vector."""
     on_board = {run.hash: entry.id for entry in board.entries for run in entry.runs}
     reasons, seen = [], {}
+    known = _board_evidence(board, board_dir)
     for run in runs:
         digest = run_hash(run.record)
         if digest in on_board:
@@ -429,7 +579,38 @@ def _duplicates(runs: Sequence[_Run], board: Board) -> list[str]:
             )
         elif digest in seen:
             reasons.append(f"{run.name}: duplicate: the same run as {seen[digest]}")
+        else:
+            reasons += _shared_evidence(run, known)
         seen[digest] = run.name
+        known.append(_evidence_of(run))
+    return reasons
+
+
+def _shared_evidence(run: _Run, known: Sequence[_Evidence]) -> list[str]:
+    """Why `run` is a copy of one of `known`, by checkpoint, weights or outcome vector."""
+    mine = _evidence_of(run)
+    checks = (
+        ("checkpoint", "its checkpoint file has the sha256 {value} of {other}"),
+        ("weights", "its trained weights (sha256 {value}) are those of {other}"),
+    )
+    reasons = []
+    for attribute, text in checks:
+        value = getattr(mine, attribute)
+        other = next((k for k in known if value and getattr(k, attribute) == value), None)
+        if other is not None:
+            where = text.format(value=f"{value[:12]}...", other=other.name)
+            reasons.append(f"{run.name}: duplicate: {where}")
+    chance = chance_agreement(run.record)
+    if chance < CHANCE:
+        other = next(
+            (k for k in known if k.outcomes == mine.outcomes and k.seed != mine.seed), None
+        )
+        if other is not None:
+            reasons.append(
+                f"{run.name}: duplicate: every evaluation episode's outcome and return equals "
+                f"those of {other.name}, whose seed differs ({mine.seed} vs {other.seed}); "
+                f"independent runs would agree with probability {chance:.1e}"
+            )
     return reasons
 
 
@@ -437,27 +618,52 @@ def _store(runs: Sequence[_Run], board: Board, board_dir: Path, verified: bool) 
     """Copy the records, then append the entry to leaderboard.json, then rewrite LEADERBOARD.md."""
     runs = sorted(runs, key=lambda r: r.record.seed)
     digest = hashlib.sha256("".join(run_hash(r.record) for r in runs).encode()).hexdigest()
-    entry_id = f"{len(board.entries) + 1:04d}-{digest[:8]}"
+    number = next_entry_number(board)
+    entry_id = f"{number:04d}-{digest[:8]}"
     folder = board_dir / ENTRIES_DIR / entry_id
-    if folder.exists():
+    if folder.exists():  # the copies of an interrupted submission, which never entered the board
         shutil.rmtree(folder)
     board_runs = []
     for index, run in enumerate(runs):
         copy = folder / f"{index:02d}_{_safe(run.record.run_id)}" / RECORD_FILE
         atomic_write(copy, run.text)
-        board_runs.append(_board_run(run.record, copy.relative_to(board_dir)))
+        transcript = _transcript(run)
+        if transcript is not None:
+            atomic_write(copy.parent / TRANSCRIPT_FILE, transcript.read_bytes())
+        board_runs.append(_board_run(run, copy.relative_to(board_dir)))
     entry = _entry(entry_id, [r.record for r in runs], board_runs, verified)
-    updated = Board(entries=[*board.entries, entry])
+    updated = Board(entries=[*board.entries, entry], next_number=number + 1)
     atomic_write(board_dir / BOARD_FILE, updated.model_dump_json(indent=1) + "\n")
     atomic_write(board_dir / MARKDOWN_FILE, render_markdown(updated))
     return entry
+
+
+def entry_number(entry_id: str) -> int:
+    """The counter part of an entry id ("0007-1a2b3c4d" -> 7; 0 if it has none)."""
+    head = entry_id.split("-", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def next_entry_number(board: Board) -> int:
+    """The number of the next entry: the board's counter, and above every number in use."""
+    largest = max((entry_number(entry.id) for entry in board.entries), default=0)
+    return max(board.next_number or 1, largest + 1)
+
+
+def _transcript(run: _Run) -> Path | None:
+    """The run folder's VLM transcript, kept beside the record copy so an audit can replay it."""
+    training = run.record.training
+    name = training.transcript if training and training.transcript else TRANSCRIPT_FILE
+    path = run.folder / name
+    return path if path.is_file() else None
 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80] or "run"
 
 
-def _board_run(record: RunRecord, copy: Path) -> BoardRun:
+def _board_run(run: _Run, copy: Path) -> BoardRun:
+    record = run.record
     return BoardRun(
         run_id=record.run_id,
         seed=record.seed,
@@ -466,6 +672,10 @@ def _board_run(record: RunRecord, copy: Path) -> BoardRun:
         per_skill=record.evaluation.per_skill(),
         git_commit=record.git_commit or "",
         record=str(copy),
+        checkpoint_sha256=run.checkpoint_sha256,
+        weights_sha256=record.weights_sha256,
+        dataset_sha256=record.dataset_sha256,
+        outcomes_sha256=outcomes_hash(record),
     )
 
 
@@ -514,6 +724,14 @@ def shown_protocol(protocol: str) -> str:
     return "collect v1" if protocol == "collect" else protocol
 
 
+def audit_cell(audit: EntryAudit | None) -> str:
+    """How LEADERBOARD.md shows an entry's audit, e.g. "yes (2/2, 2026-12-02)"."""
+    if audit is None:
+        return "-"
+    good = sum(r.outcome in ("reproduced", "within tolerance") for r in audit.results)
+    return f"{'yes' if audit.audited else 'no'} ({good}/{len(audit.results)}, {audit.when[:10]})"
+
+
 def render_markdown(board: Board) -> str:
     """LEADERBOARD.md: entries ranked by target-success IQM within each (protocol, env)."""
     lines = [
@@ -528,12 +746,15 @@ def render_markdown(board: Board) -> str:
         "(the task run as the skill library decomposes it, every step by the learned policy) and",
         "shows the monolithic policy's (conditioned on the task's goal) beside it. Collect v1",
         "entries (scripted experts collected every episode) are kept for the record.",
+        "Audited: `gameon leaderboard audit` re-trained the sampled runs from their records;",
+        "yes when every one reproduced its claimed evaluation (bitwise, or within the stated",
+        "tolerance on another machine or library version), with runs reproduced / sampled.",
         "",
         "| rank | protocol | env | curriculum | learner | seeds | IQM [95% CI] | mean | "
-        "monolithic IQM | all-skills IQM | eval episodes/skill | verified | submitted | commit "
-        "| entry |",
+        "monolithic IQM | all-skills IQM | eval episodes/skill | verified | audited | submitted "
+        "| commit | entry |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-        "| --- |",
+        "| --- | --- |",
     ]
     ordered = sorted(board.entries, key=lambda e: (e.protocol, e.env_id, -e.iqm, -e.mean, e.id))
     rank, previous = 0, None
@@ -558,6 +779,7 @@ def render_markdown(board: Board) -> str:
             f"{entry.suite_iqm:.2f}",
             entry.episodes_per_skill,
             "yes" if entry.verified else "no",
+            audit_cell(entry.audit),
             entry.submitted[:10],
             ", ".join(commits),
             entry.id,

@@ -5,6 +5,10 @@ budget, package versions, commit), how it was judged (every episode of the final
 the shared suite, so aggregates can be recomputed rather than trusted), how it learned (a curve of
 evaluated success), what it cost (wall time, env steps, VLM calls and tokens) and, for the
 collect protocol, what it practised (counts of skills and objects in the collected data).
+Records made since trust at scale also carry evidence (the sha256 of the checkpoint file, of its
+weights and, for the collect protocol, of the final dataset folder), what the training read
+(`training`: the learner Args or LoopConfig, env kwargs, the VLM transcript) and the machine
+(`platform`); all optional, so older records still load.
 
 Two invariants let a reader check a record against itself (the leaderboard rejects a record that
 breaks them as tampered): the last curve point is the final evaluation (its success rate and
@@ -121,6 +125,24 @@ class Collected(_Strict):
     objects: dict[str, int]
 
 
+SHA256 = r"^[0-9a-f]{64}$"
+
+
+class Training(_Strict):
+    """Everything a re-run of the training reads, so an audit can rebuild the run from it."""
+
+    config: dict[str, Any]
+    """online: the learner's Args; collect: the LoopConfig (curriculum, its settings and the VLM
+    backend included), as JSON"""
+    learner_args: dict[str, Any] | None = None
+    """collect: the offline learner's Args of the final iteration, its defaults included"""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """gym.make keyword arguments of the env trained in (online) or practised in (collect)"""
+    transcript: str | None = None
+    """vlm curriculum: the model's transcript.jsonl, relative to the run folder (an audit replays
+    it)"""
+
+
 class RunRecord(_Strict):
     """One run of the harness, validated; see the module docstring."""
 
@@ -158,6 +180,17 @@ class RunRecord(_Strict):
     """ISO 8601 UTC time the record was written"""
     checkpoint: str | None = None
     """the final policy, relative to the run folder"""
+    checkpoint_sha256: str | None = Field(None, pattern=SHA256)
+    """sha256 of the checkpoint file's bytes (None in records made before it was kept)"""
+    weights_sha256: str | None = Field(None, pattern=SHA256)
+    """sha256 of the checkpoint's actor tensors and normaliser (benchmark.integrity), which two
+    runs of one seed share whatever folders they ran in"""
+    dataset_sha256: str | None = Field(None, pattern=SHA256)
+    """collect: sha256 over the final dataset folder's files in a stable order"""
+    training: Training | None = None
+    """what the training read (None in records made before it was kept)"""
+    platform: dict[str, str] | None = None
+    """the machine: system, machine, python and CPU model (benchmark.integrity.platform_info)"""
     extra: dict[str, Any] = Field(default_factory=dict)
     """protocol-specific details that no aggregate reads (e.g. collect: why it stopped)"""
 

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 import traceback
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from gameon.benchmark.records import (
     EpisodeOutcome,
     Evaluation,
     RunRecord,
+    Training,
     VLMUsage,
     env_version,
     load_record,
@@ -78,10 +80,13 @@ def online_record(
     run: RunSpec, args: Any, summary: dict, wall_seconds: float, run_dir: Path
 ) -> RunRecord:
     """The run record of an online learner's summary (see baselines.ppo.train)."""
+    from gameon.baselines.common import training_env_options
     from gameon.benchmark.evaluation import SUITE_SEED
+    from gameon.benchmark.integrity import checkpoint_evidence, platform_info
     from gameon.experimenter.loop import git_commit, versions
 
     checkpoint = Path(summary["checkpoint"])
+    transcript = run_dir / "transcript.jsonl"
     return RunRecord(
         run_id=run.run_id,
         protocol="online",
@@ -114,6 +119,13 @@ def online_record(
         git_commit=git_commit(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         checkpoint=_relative(checkpoint, run_dir),
+        **checkpoint_evidence(checkpoint),
+        training=Training(
+            config=asdict(args),
+            env_kwargs=training_env_options(args),
+            transcript=transcript.name if transcript.is_file() else None,
+        ),
+        platform=platform_info(),
         extra={
             "settings": run.settings,
             "train_seconds": summary.get("train_seconds"),

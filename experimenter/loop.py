@@ -66,6 +66,14 @@ committed state still names the previous, untouched dataset; after it, the new o
 dataset root or policy folder that the state does not name as committed (the leftovers of an
 interrupted iteration, or the previous root whose deletion was interrupted) is removed and the
 interrupted iteration runs again from its seeds, so it collects exactly the episodes it would have.
+
+Bad files: the state also commits the sha256 of every file the next iteration reads (the dataset
+root's files, the policy checkpoints; `files`). On start, a committed file that is missing or
+changed (a truncated HDF5 file or checkpoint), or, in a state from before the hashes were kept,
+one that does not load, is reported on stderr with its path, and the run is re-done from its
+last good commit: iteration 0, since only the latest commit's dataset is kept. The same seeds
+give the same run. The run's previous files are moved to `bad_files/<time>/`, never deleted,
+and `bad_files/report.json` (and the record's `extra["bad_files"]`) says what was found.
 """
 
 from __future__ import annotations
@@ -76,6 +84,7 @@ import importlib.metadata
 import json
 import shutil
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -89,6 +98,17 @@ import numpy as np
 import gameon
 from gameon.benchmark.atomic import atomic_write
 from gameon.benchmark.evaluation import SUITE_SEED
+from gameon.benchmark.integrity import (
+    BadFile,
+    check_checkpoint,
+    check_dataset,
+    check_hashes,
+    checkpoint_evidence,
+    file_sha256,
+    folder_files,
+    folder_sha256,
+    platform_info,
+)
 from gameon.benchmark.records import (
     RECORD_FILE,
     Collected,
@@ -96,6 +116,7 @@ from gameon.benchmark.records import (
     Evaluation,
     RunRecord,
     TargetEvaluation,
+    Training,
     VLMUsage,
     env_version,
     write_record,
@@ -129,6 +150,10 @@ DATASET_ID = "gameon/collect-v0"
 """Minari id of the run's dataset (inside each `datasets/iter_{k}` root)."""
 LEARNERS = ("bc", "iql")
 COLLECTORS = ("learned", "mixed", "demo", "expert")
+BAD_FILES_DIR = "bad_files"
+"""Where a run whose committed files are bad keeps them (see the module docstring)."""
+KEPT_ON_REDO = ("run.json", "run.log", "error.txt", BAD_FILES_DIR)
+"""What stays in a run folder that is re-done: the runner's files and earlier bad files."""
 SEED_LOW, SEED_HIGH = 2**20, 2**31
 """Episode reset seeds come from this range, far from the evaluation suite's (10_000 + i)."""
 
@@ -378,6 +403,98 @@ def remove_uncommitted(run_dir: Path, state: dict | None) -> None:
     for folder in sorted((run_dir / "policies").glob("iter_*")):
         if int(folder.name.removeprefix("iter_")) > last:
             shutil.rmtree(folder)
+
+
+def committed_checkpoints(run_dir: Path, state: dict) -> list[Path]:
+    """The policy checkpoints a committed state relies on: its policy and the learned skills'."""
+    paths = [run_dir / state["policy"]]
+    for skill in state["library"]["skills"]:
+        executor = skill["executor"]
+        if executor["kind"] == "learned":
+            paths.append(Path(executor["checkpoint"]))
+    unique: dict[Path, Path] = {}
+    for path in paths:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
+
+
+def file_hashes(run_dir: Path, state: dict) -> dict[str, str]:
+    """The sha256 of every file a committed state relies on (dataset root and checkpoints),
+    keyed by path relative to the run folder."""
+    base = run_dir.resolve()
+    files = [
+        *folder_files(run_dir / state["dataset"]["root"]),
+        *committed_checkpoints(run_dir, state),
+    ]
+    return {_relative_to(path, base): file_sha256(path) for path in files}
+
+
+def _relative_to(path: Path, base: Path) -> str:
+    try:
+        return path.resolve().relative_to(base).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def bad_files(run_dir: Path, state: dict) -> list[BadFile]:
+    """The committed files that are missing or not what was committed (by their sha256), or, in
+    a state without hashes, that do not load."""
+    if state.get("files"):
+        return check_hashes(state["files"], run_dir)
+    bad = check_dataset(run_dir / state["dataset"]["root"])
+    for path in committed_checkpoints(run_dir, state):
+        problem = check_checkpoint(path)
+        if problem is not None:
+            bad.append(problem)
+    return bad
+
+
+def load_checked_state(run_dir: Path, config: LoopConfig) -> tuple[dict | None, list[BadFile]]:
+    """The committed state (None if new) and its bad files; ValueError if another config's."""
+    try:
+        state = load_state(run_dir, config)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        return None, [BadFile(run_dir / "state.json", f"not JSON ({error})")]
+    if state is None:
+        return None, []
+    return state, bad_files(run_dir, state)
+
+
+def redo_after_bad_files(run_dir: Path, bad: Sequence[BadFile]) -> dict[str, Any]:
+    """Report bad files on stderr, move the run's files to bad_files/<time>/ and log it in
+    bad_files/report.json, so the run starts again from iteration 0 in a clean folder."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    kept = run_dir / BAD_FILES_DIR / stamp
+    kept.mkdir(parents=True)
+    for entry in sorted(run_dir.iterdir()):
+        if entry.name not in KEPT_ON_REDO:
+            entry.rename(kept / entry.name)
+    for item in bad:
+        print(f"bad file: {item}", file=sys.stderr)
+    print(
+        f"the run in {run_dir} is re-done from iteration 0, its last good commit (only the latest "
+        f"commit's dataset is kept): the same seeds give the same run; its previous files are in "
+        f"{kept}",
+        file=sys.stderr,
+        flush=True,
+    )
+    report = {
+        "found": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "files": [{"path": str(item.path), "problem": item.problem} for item in bad],
+        "moved_to": str(kept.relative_to(run_dir)),
+        "redone_from_iteration": 0,
+    }
+    log = run_dir / BAD_FILES_DIR / "report.json"
+    atomic_write(log, json.dumps([*bad_file_reports(run_dir), report], indent=1) + "\n")
+    return report
+
+
+def bad_file_reports(run_dir: Path) -> list[dict[str, Any]]:
+    """What earlier starts of this run found bad (bad_files/report.json), oldest first."""
+    path = run_dir / BAD_FILES_DIR / "report.json"
+    if not path.is_file():
+        return []
+    return json.loads(path.read_text())
 
 
 def copy_dataset(run_dir: Path, source: Path, iteration: int) -> Path:
@@ -707,8 +824,25 @@ def portable_library(library: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return portable
 
 
+def training_of(config: LoopConfig, state: dict, run_dir: Path) -> Training:
+    """What the run's training read: the LoopConfig, the learner's Args of the final iteration,
+    the practice env's kwargs and, for vlm, the transcript to replay."""
+    from gameon.experimenter.embodiment import MAX_EPISODE_STEPS
+
+    summary = (run_dir / state["policy"]).parent / "summary.json"
+    learner_args = json.loads(summary.read_text()).get("args") if summary.is_file() else None
+    transcript = run_dir / "transcript.jsonl"
+    return Training(
+        config=asdict(config),
+        learner_args=learner_args,
+        env_kwargs={"max_episode_steps": MAX_EPISODE_STEPS, "terminate_on_success": False},
+        transcript=transcript.name if transcript.is_file() else None,
+    )
+
+
 def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
-    """The run record (benchmark.records): final evaluation episodes, curve, data, cost."""
+    """The run record (benchmark.records): final evaluation episodes, curve, data, cost, and the
+    evidence (checkpoint, weights and dataset hashes), training config and machine."""
     budget_spent = state["iteration"] >= config.iterations
     stopped = state["stopped"] or ("budget" if budget_spent else "interrupted")
     history = state["history"]
@@ -762,7 +896,12 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
         git_commit=git_commit(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         checkpoint=state["policy"],
+        **checkpoint_evidence(run_dir / state["policy"]),
+        dataset_sha256=folder_sha256(run_dir / state["dataset"]["root"]),
+        training=training_of(config, state, run_dir),
+        platform=platform_info(),
         extra={
+            **({"bad_files": bad_file_reports(run_dir)} if bad_file_reports(run_dir) else {}),
             "practice_env_id": config.practice_env_id,
             "config": asdict(config),
             "stopped": stopped,
@@ -852,7 +991,10 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
     config.validate()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    state = load_state(run_dir, config)
+    state, bad = load_checked_state(run_dir, config)
+    if bad:
+        redo_after_bad_files(run_dir, bad)
+        state = None
     remove_uncommitted(run_dir, state)
     if not finished(config, state):  # a record of fewer iterations than now asked for
         (run_dir / RECORD_FILE).unlink(missing_ok=True)
@@ -895,6 +1037,7 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
                 embodiment,
                 on_episode=lambda _: bar.advance(episodes),
             )
+            new["files"] = file_hashes(run_dir, new)
             commit(run_dir, new, state)
             state = new
             plot_curves(state, run_dir / "curves.png")

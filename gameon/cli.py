@@ -38,7 +38,7 @@ COMMANDS = {
     "demo": "record a scripted expert's episode to a video (.mp4 or .gif)",
     "experiment": "run the collect protocol (the Game On cycle) with one curriculum",
     "bench": "run|report: run a benchmark matrix (default: the smoke preset), aggregate its runs",
-    "leaderboard": "submit: validate run records and add them to the leaderboard",
+    "leaderboard": "submit|audit: add validated run records, re-train sampled runs of an entry",
 }
 """Every `gameon` command, as `gameon --help` lists them."""
 
@@ -66,6 +66,7 @@ COMMAND_EXTRAS = {
     "bench run": ("train", "bench"),
     "bench report": ("bench",),
     "leaderboard submit": ("bench", "train"),
+    "leaderboard audit": ("train", "bench"),
 }
 """The extras each command uses, the one to suggest first for a module in several."""
 LIBRARIES = {

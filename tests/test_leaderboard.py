@@ -210,3 +210,98 @@ def test_equal_scores_share_a_rank(board, tmp_path) -> None:
     ranks = {row[3]: row[0] for row in rows}
     assert ranks == {"lp": "| 1", "fixed": "| 2", "hand": "| 2"}
     assert all(entry.suite_iqm == entry.iqm for entry in read_board(board).entries)
+
+
+MIXED = [bool(i % 3 == 0 or i % 5 == 0) for i in range(24)]
+"""24 episodes of one skill whose pattern two independent runs would share by chance with a
+probability far below leaderboard.CHANCE."""
+
+
+def test_a_run_copied_under_other_seed_labels_is_rejected(board, tmp_path) -> None:
+    copies = [write_run(tmp_path / "copies", make_record(s, MIXED, "lp")) for s in (0, 1, 2)]
+    reasons = _rejected(board, copies, "duplicate: every evaluation episode's outcome and return")
+    assert "collect__Reach-v0__lp__bc__1" in reasons[0]
+    assert "of run 'collect__Reach-v0__lp__bc__0'" in reasons[0]
+    assert "whose seed differs (1 vs 0)" in reasons[0]
+
+    honest = [MIXED, [not x for x in MIXED], MIXED[::-1]]
+    entry = submit(_runs(tmp_path / "honest", honest, "hand"), board)
+    assert entry.accepted, entry.reasons
+    relabelled = write_run(tmp_path / "relabelled", make_record(9, MIXED, "lp"))
+    others = _runs(tmp_path / "others", [MIXED[::2] * 2, MIXED[1::2] * 2], "lp")
+    reasons = _rejected(board, [relabelled, *others], "whose seed differs (9 vs 0)")
+    assert f"of entry {entry.entry_id}" in reasons[0]
+
+
+def test_runs_that_agree_by_chance_are_not_duplicates(board, tmp_path) -> None:
+    failures = _runs(tmp_path / "failures", [[False] * 24] * 3, "lp")
+    result = submit(failures, board)
+    assert result.accepted, result.reasons
+
+
+def _copies_of_one_checkpoint(root: Path, seeds: list[int]) -> list[Path]:
+    """One honest run folder (checkpoint and true record) copied under other seed labels."""
+    import shutil
+
+    original = _checkpoint_run(root / "original")
+    record = json.loads((original / "record.json").read_text())
+    assert record.get("checkpoint_sha256") is None  # an older record: the hash is computed
+    folders = []
+    for seed in seeds:
+        folder = root / f"copy_{seed}"
+        shutil.copytree(original, folder)
+        relabelled = {**record, "seed": seed, "run_id": f"{record['run_id'][:-2]}_{seed}"}
+        (folder / "record.json").write_text(json.dumps(relabelled))
+        folders.append(folder)
+    return folders
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_copies_sharing_a_checkpoint_are_rejected(tmp_path, verify: bool) -> None:
+    from gameon.benchmark.integrity import file_sha256
+
+    copies = _copies_of_one_checkpoint(tmp_path, [0, 1, 2])
+    digest = file_sha256(copies[0] / "policy.pt")
+    reasons = _rejected(
+        tmp_path / "board",
+        copies,
+        f"duplicate: its checkpoint file has the sha256 {digest[:12]}... of run",
+        verify=verify,
+    )
+    assert len(reasons) == 2 and "__bc__1" in reasons[0] and "__bc__0" in reasons[0]
+
+
+def test_a_record_whose_checkpoint_hash_is_not_its_file_is_rejected(tmp_path) -> None:
+    (run,) = _copies_of_one_checkpoint(tmp_path, [0])
+    record = json.loads((run / "record.json").read_text())
+    (run / "record.json").write_text(json.dumps({**record, "checkpoint_sha256": "0" * 64}))
+    _rejected(tmp_path / "board", [run], "evidence: checkpoint", "the record claims 000000000000")
+    (run / "record.json").write_text(json.dumps({**record, "checkpoint_sha256": "x"}))
+    _rejected(tmp_path / "board", [run], "schema", "checkpoint_sha256")
+
+
+def test_entry_ids_stay_unique_after_removals(board, tmp_path) -> None:
+    def remove(entry_id: str) -> None:
+        path = board / "leaderboard.json"
+        data = json.loads(path.read_text())
+        data["entries"] = [e for e in data["entries"] if e["id"] != entry_id]
+        path.write_text(json.dumps(data))
+
+    first = read_board(board).entries[0].id
+    second = submit(_runs(tmp_path / "lp", LP, "lp"), board).entry_id
+    remove(first)
+    hand = [list(reversed(outcomes)) for outcomes in FIXED]
+    third = submit(_runs(tmp_path / "hand", hand, "hand"), board).entry_id
+    assert [first[:4], second[:4], third[:4]] == ["0001", "0002", "0003"]
+    remove(third)
+    fourth = submit(_runs(tmp_path / "again", hand, "hand"), board).entry_id
+    assert fourth.startswith("0004-")
+    ids = [entry.id for entry in read_board(board).entries]
+    assert ids == [second, fourth] and read_board(board).next_number == 5
+
+    path = board / "leaderboard.json"
+    legacy = json.loads(path.read_text())
+    del legacy["next_number"]  # a board from before the counter: one more than the largest
+    path.write_text(json.dumps(legacy))
+    fifth = submit(_runs(tmp_path / "fixed", FIXED), board).entry_id
+    assert fifth.startswith("0005-")

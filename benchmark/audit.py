@@ -1,0 +1,526 @@
+"""The training audit: `gameon leaderboard audit ENTRY --runs K`.
+
+K runs of a leaderboard entry are sampled (a seeded draw, stated), each one's training is re-run
+from the configuration its record holds (`training.config`, or for older collect records
+`extra["config"]`: the LoopConfig or the learner's Args, the curriculum, its settings and the VLM
+backend), and the evaluation it gets is compared with the claim:
+
+- bitwise, where the record names this machine, these library versions and this commit: every
+  episode of every evaluation must be identical (instruction, seed, success, return, length) and
+  the trained weights' sha256 the record's, since training on the CPU with one thread is
+  deterministic;
+- else within a stated tolerance: per evaluation (and on the ranked target success),
+  |claimed - audited| success <= 1.96 * sqrt(2 p (1 - p) / n), p the pooled success rate and n the
+  episodes, the 95% bound on the difference of two binomial proportions.
+
+Before any training a record whose seed, learner, curriculum, env or budget contradicts its own
+config is not reproduced. VLM-driven runs are replayed from their own transcript (kept beside the
+record copy by `leaderboard submit` since trust at scale); a run whose board copy has none is
+re-run with its backend if that is the offline rules stand-in, and otherwise cannot be audited,
+which the output says. The result goes into the entry in leaderboard.json (`audit`: audited or
+not, when, the sampled runs, each one's outcome), written atomically under the board's lock, and
+LEADERBOARD.md shows it.
+
+The re-runs live in WORK/<entry>/<run>-<config hash>/: an interrupted audit resumes a collect
+run, and a truncated dataset or checkpoint found there is reported and the run re-done
+(`experimenter.loop`), never trained on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gameon.benchmark.atomic import atomic_write, file_lock
+from gameon.benchmark.evaluation import SUITE_SEED
+from gameon.benchmark.leaderboard import (
+    BOARD_FILE,
+    LOCK_FILE,
+    MARKDOWN_FILE,
+    TRANSCRIPT_FILE,
+    Board,
+    BoardEntry,
+    BoardRun,
+    EntryAudit,
+    RunAudit,
+    read_board,
+    render_markdown,
+    shown_protocol,
+)
+from gameon.benchmark.records import RANKED_MODE, Evaluation, RunRecord, load_record
+
+AUDIT_ROOT = Path("runs") / "audit"
+Z95 = 1.96
+TOLERANCE_RULE = (
+    "|claimed - audited| success <= 1.96 * sqrt(2 p (1 - p) / n) per evaluation and on the target "
+    "success, p the pooled success rate and n the episodes (the 95% bound on the difference of "
+    "two binomial proportions); bitwise identity where machine, library versions and commit match"
+)
+PATH_ARGS = ("datasets_path", "run_dir", "init_checkpoint")
+"""Learner Args that name the run's own folders, which an audit's re-run differs in."""
+REPRODUCED = ("reproduced", "within tolerance")
+OFF_BY_DEFAULT = {"vlm_code_skills": False, "coded_skills": None}
+"""Config fields added after some records were made whose default turns their feature off, so a
+record without them ran as the default says; any other absent field makes a record unauditable."""
+
+
+class NotAuditable(ValueError):
+    """A record whose training cannot be re-run here; the message says why."""
+
+
+@dataclass
+class Plan:
+    """How to re-run one record's training."""
+
+    protocol: str
+    learner: str
+    config: Any
+    """a LoopConfig (collect) or the learner's Args (online)"""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Rerun:
+    """What the re-run training gave: its evaluations, target success and weights."""
+
+    evaluations: dict[str, Evaluation]
+    target_success: float
+    weights_sha256: str | None
+    learner_args: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+
+
+def audit_entry(
+    entry_id: str,
+    runs: int,
+    board_dir: str | Path = Path("results"),
+    seed: int = 0,
+    work_root: str | Path = AUDIT_ROOT,
+    say: Callable[[str], None] = print,
+) -> EntryAudit:
+    """Audit `runs` sampled runs of an entry, write the result into the board, return it."""
+    board_dir, work_root = Path(board_dir), Path(work_root)
+    entry = find_entry(read_board(board_dir), entry_id)
+    sampled = sample_runs(entry, runs, seed)
+    say(
+        f"audit of entry {entry.id} ({shown_protocol(entry.protocol)}, {entry.env_id}, "
+        f"{entry.curriculum_label}, {entry.learner}; {len(entry.runs)} runs): sampled "
+        f"{len(sampled)} with sampling seed {seed}: "
+        + ", ".join(f"{run.run_id} (seed {run.seed})" for run in sampled)
+    )
+    say(f"tolerance where not bitwise: {TOLERANCE_RULE}")
+    results = [audit_run(run, board_dir, work_root / entry.id, say) for run in sampled]
+    audited = all(result.outcome in REPRODUCED for result in results)
+    audit = EntryAudit(
+        audited=audited,
+        when=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        runs=len(sampled),
+        sampling_seed=seed,
+        sampled=[run.run_id for run in sampled],
+        tolerance=TOLERANCE_RULE,
+        results=results,
+    )
+    write_audit(board_dir, entry.id, audit)
+    good = sum(result.outcome in REPRODUCED for result in results)
+    say(
+        f"entry {entry.id}: audited {'yes' if audited else 'no'} ({good} of {len(results)} runs "
+        f"reproduced their claim); written to {board_dir / BOARD_FILE} and "
+        f"{board_dir / MARKDOWN_FILE}"
+    )
+    return audit
+
+
+def find_entry(board: Board, entry_id: str) -> BoardEntry:
+    """The entry with this id, or the one whose id starts with it (e.g. "0007")."""
+    matches = [e for e in board.entries if e.id == entry_id]
+    matches = matches or [e for e in board.entries if e.id.startswith(entry_id)]
+    if len(matches) == 1:
+        return matches[0]
+    ids = ", ".join(e.id for e in board.entries) or "none"
+    what = "matches several entries" if matches else "is not on the board"
+    raise ValueError(f"entry {entry_id!r} {what}; give an entry id (or its number), one of: {ids}")
+
+
+def sample_runs(entry: BoardEntry, runs: int, seed: int) -> list[BoardRun]:
+    """`runs` of the entry's runs drawn without replacement by random.Random(seed), by seed."""
+    if not 1 <= runs <= len(entry.runs):
+        raise ValueError(
+            f"--runs must be between 1 and {len(entry.runs)} (entry {entry.id} has "
+            f"{len(entry.runs)} runs), got {runs}"
+        )
+    chosen = random.Random(seed).sample(range(len(entry.runs)), runs)
+    return sorted((entry.runs[i] for i in chosen), key=lambda run: run.seed)
+
+
+def audit_run(
+    run: BoardRun, board_dir: Path, work_dir: Path, say: Callable[[str], None] = print
+) -> RunAudit:
+    """Re-run one run's training from its record copy and compare the evaluation with the claim."""
+    say(f"run {run.run_id} (seed {run.seed}):")
+    try:
+        record = load_record(board_dir / run.record)
+        plan = plan_rerun(record, (board_dir / run.record).parent)
+    except ValueError as error:
+        say(f"  not audited: {error}")
+        return RunAudit(run_id=run.run_id, seed=run.seed, outcome="not audited", detail=str(error))
+    for note in plan.notes:
+        say(f"  {note}")
+    problems = contradictions(record, plan.config)
+    if problems:
+        detail = "the record contradicts its own config: " + "; ".join(problems)
+        say(f"  not reproduced: {detail}")
+        return RunAudit(run_id=run.run_id, seed=run.seed, outcome="not reproduced", detail=detail)
+    comparison, reasons = comparison_mode(record)
+    if reasons:
+        say(f"  comparison: tolerance, since {'; '.join(reasons)}")
+    else:
+        say("  comparison: bitwise (same machine, library versions and commit as the record)")
+    folder = work_dir / f"{_safe(run.run_id)}-{_config_hash(plan.config)}"
+    say(f"  re-training ({plan.protocol}, {plan.learner}) in {folder}")
+    start = time.perf_counter()
+    try:
+        rerun = run_training(plan, folder)
+    except Exception as error:  # noqa: BLE001  (the audit reports the failed re-run, goes on)
+        detail = f"the re-run failed: {type(error).__name__}: {error}"
+        say(f"  not audited: {detail}")
+        return RunAudit(run_id=run.run_id, seed=run.seed, outcome="not audited", detail=detail)
+    for note in rerun.notes:
+        say(f"  {note}")
+    result = compare(record, rerun, comparison)
+    result.detail += f" (re-run in {time.perf_counter() - start:.0f} s, {folder})"
+    for key, claimed in result.claimed.items():
+        bound = f", bound {result.bounds[key]:.3f}" if key in result.bounds else ""
+        say(f"  {key}: claimed {claimed:.3f}, audited {result.audited[key]:.3f}{bound}")
+    say(f"  -> {result.outcome}: {result.detail}")
+    return result
+
+
+def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
+    """The config to re-run a record's training with; NotAuditable says what is missing."""
+    if record.training is not None:
+        raw, source = dict(record.training.config), "training.config"
+    elif record.protocol == "collect" and isinstance(record.extra.get("config"), dict):
+        raw, source = dict(record.extra["config"]), 'extra["config"]'
+    else:
+        raise NotAuditable(
+            f"the record holds no training config (an {record.protocol} record made before "
+            "training.config was kept has only its settings), so its learner Args cannot be "
+            "rebuilt in full"
+        )
+    if record.protocol == "collect":
+        from gameon.experimenter.loop import LoopConfig
+
+        cls: type = LoopConfig
+    else:
+        cls = importlib.import_module(f"gameon.baselines.{record.learner}").Args
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        raise NotAuditable(
+            f"{source} has fields {unknown} that this version's {cls.__name__} does not know; "
+            f"audit it at the record's commit {record.git_commit}"
+        )
+    notes = [f"rebuilt from the record's {source} ({cls.__module__}.{cls.__name__})"]
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    absent = [name for name in names if name not in raw]
+    unsafe = [n for n in absent if n not in OFF_BY_DEFAULT or defaults[n] != OFF_BY_DEFAULT[n]]
+    if unsafe:
+        raise NotAuditable(
+            f"{source} lacks {', '.join(unsafe)} (made at commit {record.git_commit}, before "
+            f"they existed), whose defaults here may not be what ran; audit it at that commit"
+        )
+    if absent:
+        notes.append(f"absent from the record, their feature off as then: {', '.join(absent)}")
+    if isinstance(raw.get("hidden"), list):
+        raw["hidden"] = tuple(raw["hidden"])
+    config = cls(**raw)
+    if raw.get("curriculum") == "vlm":
+        config = _vlm_rerun(record, record_dir, config, notes)
+    return Plan(record.protocol, record.learner, config, notes)
+
+
+def _vlm_rerun(record: RunRecord, record_dir: Path, config: Any, notes: list[str]) -> Any:
+    """A vlm run's config that replays its own transcript, else reruns the offline rules."""
+    training = record.training
+    name = training.transcript if training and training.transcript else TRANSCRIPT_FILE
+    transcript = record_dir / name
+    if transcript.is_file():
+        notes.append(
+            f"VLM ({config.vlm_backend}): replayed from the run's own transcript {transcript}"
+        )
+        return dataclasses.replace(
+            config,
+            vlm_backend="replay",
+            vlm_replay=str(transcript),
+            vlm_model=None,
+            vlm_base_url=None,
+        )
+    missing = (
+        f"the board keeps no VLM transcript of this run ({transcript} is missing: entries "
+        "submitted before transcripts were kept beside the records have none)"
+    )
+    if config.vlm_backend == "rules":
+        notes.append(
+            f"VLM (rules): {missing}; its backend is the offline rules stand-in, deterministic, "
+            "so the audit runs it again instead of replaying"
+        )
+        return config
+    raise NotAuditable(
+        f"{missing}, and its backend {config.vlm_backend!r} cannot be re-run offline without one"
+    )
+
+
+def contradictions(record: RunRecord, config: Any) -> list[str]:
+    """Where a record's claims (seed, learner, curriculum, env, budget) differ from its config."""
+    problems = []
+    claims = {
+        "seed": record.seed,
+        "curriculum": record.curriculum,
+        "env_id": record.env_id,
+        **record.budget,
+    }
+    if record.protocol == "collect":
+        claims["learner"] = record.learner
+    for name, claimed in claims.items():
+        configured = getattr(config, name, None)
+        if configured != claimed:
+            problems.append(f"{name} {claimed!r} in the record, {configured!r} in its config")
+    return problems
+
+
+def comparison_mode(record: RunRecord) -> tuple[str, list[str]]:
+    """bitwise where the record names this machine, these versions and this commit; else
+    tolerance, with the reasons."""
+    from gameon.benchmark.integrity import platform_info
+    from gameon.experimenter.loop import git_commit, versions
+
+    reasons = []
+    here = platform_info()
+    if record.platform is None:
+        reasons.append("the record does not name its machine (made before it was kept)")
+    elif record.platform != here:
+        differ = [
+            k for k in sorted({*here, *record.platform}) if here.get(k) != record.platform.get(k)
+        ]
+        reasons.append(
+            "another machine ("
+            + ", ".join(f"{k} {record.platform.get(k)!r} vs {here.get(k)!r} here" for k in differ)
+            + ")"
+        )
+    mine = versions()
+    for package in sorted({*mine, *record.versions}):
+        if mine.get(package) != record.versions.get(package):
+            reasons.append(
+                f"{package} {record.versions.get(package)} in the record, {mine.get(package)} here"
+            )
+    commit = git_commit()
+    if record.git_commit != commit:
+        claimed, here_commit = (record.git_commit or "none")[:7], (commit or "none")[:7]
+        reasons.append(f"commit {claimed} in the record, {here_commit} here")
+    return ("tolerance" if reasons else "bitwise"), reasons
+
+
+def run_training(plan: Plan, folder: Path) -> Rerun:
+    """Train as the record's config says, on the CPU with one thread; return the evaluations."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        if plan.protocol == "collect":
+            return _rerun_collect(plan, folder)
+        return _rerun_online(plan, folder)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _rerun_collect(plan: Plan, folder: Path) -> Rerun:
+    from gameon.experimenter.loop import run_experiment
+
+    record = run_experiment(plan.config, folder, progress=False)
+    bad = [f for report in record.extra.get("bad_files", []) for f in report["files"]]
+    notes = []
+    if bad:
+        found = "; ".join(f"{f['path']}: {f['problem']}" for f in bad)
+        notes.append(f"bad files in the audit's run folder, reported and the run re-done: {found}")
+    return Rerun(
+        evaluations=evaluations_of(record),
+        target_success=record.target_success,
+        weights_sha256=record.weights_sha256,
+        learner_args=record.training.learner_args if record.training else None,
+        notes=notes,
+    )
+
+
+def _rerun_online(plan: Plan, folder: Path) -> Rerun:
+    from gameon.benchmark.integrity import weights_sha256
+    from gameon.envs import ENV_SKILLS
+
+    if folder.exists():  # an online run starts over
+        shutil.rmtree(folder)
+    learner = importlib.import_module(f"gameon.baselines.{plan.learner}")
+    args = dataclasses.replace(plan.config, run_dir=str(folder))
+    summary = learner.train(args)
+    episodes = summary["eval"]["episodes"]
+    evaluation = Evaluation(
+        env_id=args.env_id,
+        suite_seed=SUITE_SEED,
+        episodes_per_skill=args.eval_episodes_per_skill,
+        episodes=episodes,
+    )
+    targets = ENV_SKILLS[args.env_id][0]
+    return Rerun(
+        evaluations={f"final {args.env_id}": evaluation},
+        target_success=evaluation.success_rate(tuple(targets)),
+        weights_sha256=weights_sha256(summary["checkpoint"]),
+        learner_args=None,
+    )
+
+
+def evaluations_of(record: RunRecord) -> dict[str, Evaluation]:
+    """A record's evaluations by name: "final ENV", then "MODE ENV" of each target evaluation."""
+    evaluations = {f"final {record.evaluation.env_id}": record.evaluation}
+    for target in record.target_evaluations:
+        evaluations[f"{target.mode} {target.evaluation.env_id}"] = target.evaluation
+    return evaluations
+
+
+def binomial_bound(claimed: float, audited: float, episodes: int) -> float:
+    """The 95% bound on the difference of two success rates of `episodes` episodes each."""
+    pooled = (claimed + audited) / 2
+    return Z95 * math.sqrt(2 * pooled * (1 - pooled) / episodes)
+
+
+def compare(record: RunRecord, rerun: Rerun, comparison: str) -> RunAudit:
+    """The audit of one run: its claimed evaluations against the re-run's."""
+    claimed_evaluations = evaluations_of(record)
+    missing = sorted(set(claimed_evaluations) - set(rerun.evaluations))
+    if missing:
+        return RunAudit(
+            run_id=record.run_id,
+            seed=record.seed,
+            outcome="not reproduced",
+            comparison=comparison,
+            detail=f"the re-run has no {', '.join(missing)} evaluation",
+        )
+    claimed, audited, bounds, differing, total = {}, {}, {}, 0, 0
+    for key, evaluation in claimed_evaluations.items():
+        again = rerun.evaluations[key]
+        claimed[key] = evaluation.success_rate()
+        audited[key] = again.success_rate()
+        bounds[key] = binomial_bound(claimed[key], audited[key], len(evaluation.episodes))
+        differing += _differing(evaluation, again)
+        total += len(evaluation.episodes)
+    ranked = record.target_evaluation(RANKED_MODE) or record.evaluation
+    targets = sum(e.skill in record.target_skills for e in ranked.episodes)
+    claimed["target success"] = record.target_success
+    audited["target success"] = rerun.target_success
+    bounds["target success"] = binomial_bound(
+        record.target_success, rerun.target_success, max(targets, 1)
+    )
+    weights = _weights_note(record.weights_sha256, rerun.weights_sha256)
+    identical = differing == 0 and "differ" not in weights
+    within = all(abs(claimed[k] - audited[k]) <= bounds[k] + 1e-12 for k in claimed)
+    args_note = _learner_args_note(record, rerun)
+    if identical:
+        outcome = "reproduced"
+        detail = f"every one of {total} episodes identical{weights}{args_note}"
+    elif comparison == "bitwise":
+        outcome = "not reproduced"
+        detail = (
+            f"{differing} of {total} episodes differ{weights} where the comparison is bitwise"
+            f"{args_note}"
+        )
+    else:
+        outcome = "within tolerance" if within else "not reproduced"
+        outside = [k for k in claimed if abs(claimed[k] - audited[k]) > bounds[k] + 1e-12]
+        detail = f"{differing} of {total} episodes differ{weights}" + (
+            "; every success rate within its bound"
+            if within
+            else f"; outside the bound: {', '.join(outside)}"
+        )
+        detail += args_note
+    if comparison == "bitwise":
+        bounds = {}
+    return RunAudit(
+        run_id=record.run_id,
+        seed=record.seed,
+        outcome=outcome,
+        comparison=comparison,
+        claimed=claimed,
+        audited=audited,
+        bounds=bounds,
+        differing_episodes=differing,
+        detail=detail,
+    )
+
+
+def _differing(claimed: Evaluation, audited: Evaluation) -> int:
+    """Episodes that differ in (instruction, seed, success, return, length), or are missing."""
+    keys = [
+        [(e.instruction, e.seed, e.success, e.episode_return, e.length) for e in ev.episodes]
+        for ev in (claimed, audited)
+    ]
+    pairs = zip(keys[0], keys[1], strict=False)
+    return sum(a != b for a, b in pairs) + abs(len(keys[0]) - len(keys[1]))
+
+
+def _weights_note(claimed: str | None, audited: str | None) -> str:
+    if claimed is None or audited is None:
+        return "; the record carries no weights hash to compare"
+    if claimed == audited:
+        return "; the trained weights are identical (weights_sha256)"
+    return (
+        f"; the trained weights differ (weights_sha256 {audited[:12]}..., "
+        f"claimed {claimed[:12]}...)"
+    )
+
+
+def _learner_args_note(record: RunRecord, rerun: Rerun) -> str:
+    """Where the learner Args the re-run used differ from the record's (paths aside)."""
+    claimed = record.training.learner_args if record.training else None
+    if claimed is None or rerun.learner_args is None:
+        return ""
+    differ = [
+        f"{key} {claimed.get(key)!r} vs {rerun.learner_args.get(key)!r}"
+        for key in sorted({*claimed, *rerun.learner_args})
+        if key not in PATH_ARGS and claimed.get(key) != rerun.learner_args.get(key)
+    ]
+    return f"; learner Args differ from the record's: {', '.join(differ)}" if differ else ""
+
+
+def write_audit(board_dir: Path, entry_id: str, audit: EntryAudit) -> Board:
+    """Put the audit into the entry, rewriting leaderboard.json and LEADERBOARD.md atomically
+    under the board's lock."""
+    with file_lock(board_dir / LOCK_FILE):
+        board = read_board(board_dir)
+        if not any(entry.id == entry_id for entry in board.entries):
+            raise ValueError(f"entry {entry_id} left the board during the audit; nothing written")
+        entries = [
+            entry.model_copy(update={"audit": audit}) if entry.id == entry_id else entry
+            for entry in board.entries
+        ]
+        updated = Board(entries=entries, next_number=board.next_number)
+        atomic_write(board_dir / BOARD_FILE, updated.model_dump_json(indent=1) + "\n")
+        atomic_write(board_dir / MARKDOWN_FILE, render_markdown(updated))
+    return updated
+
+
+def _config_hash(config: Any) -> str:
+    text = json.dumps(dataclasses.asdict(config), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80] or "run"

@@ -1,0 +1,198 @@
+"""Evidence about a run's files: content hashes of a checkpoint, its weights and a dataset folder,
+the machine a run ran on, and checks that a dataset (HDF5) or checkpoint is intact.
+
+The hashes serve two readers. The leaderboard rejects two runs that share a checkpoint (a run
+copied under other seed labels), and the audit compares a re-trained run with its claim. The
+checks serve a resumed collect run and an audit, which must never train on a truncated file.
+
+`weights_sha256` hashes the trained numbers (actor tensors and normaliser) rather than the file,
+since a checkpoint also embeds the run's arguments, whose paths name its run folder: two runs of
+one seed in different folders save byte-different files with identical weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class BadFile:
+    """A file a run needs that is missing, unreadable or not what was committed."""
+
+    path: Path
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}"
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def folder_files(folder: str | Path) -> list[Path]:
+    """The files under a folder, in a stable order (their relative POSIX paths, sorted)."""
+    folder = Path(folder)
+    return sorted((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.as_posix())
+
+
+def folder_sha256(folder: str | Path) -> str:
+    """The sha256 over a folder's files in a stable order: each file's relative path and the
+    sha256 of its bytes."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"no folder at {folder}")
+    digest = hashlib.sha256()
+    for path in folder_files(folder):
+        relative = path.relative_to(folder).as_posix()
+        digest.update(f"{relative}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def weights_sha256(checkpoint: str | Path) -> str:
+    """The sha256 of a checkpoint's actor (architecture and tensors) and normaliser, independent
+    of the arguments and paths the file also holds; ValueError if it is not a checkpoint."""
+    from gameon.baselines.common import load_checkpoint
+
+    actor, normalizer, payload = load_checkpoint(checkpoint)
+    digest = hashlib.sha256()
+    shape = {
+        key: payload.get(key)
+        for key in ("algo", "actor_kind", "hidden", "squash", "chunk_length", "binary_gripper")
+    }
+    shape["ensemble_decay"] = payload.get("ensemble_decay")
+    digest.update(json.dumps(shape, sort_keys=True, default=str).encode())
+    for name, tensor in sorted(actor.state_dict().items()):
+        array = tensor.detach().cpu().contiguous().numpy()
+        digest.update(f"\n{name} {array.dtype} {array.shape}\n".encode())
+        digest.update(array.tobytes())
+    if normalizer is not None:
+        for name in ("mean", "var"):
+            array = normalizer.to_dict()[name]
+            digest.update(f"\nnormalizer.{name} {array.dtype} {array.shape}\n".encode())
+            digest.update(array.tobytes())
+        digest.update(f"\n{normalizer.count!r} {normalizer.clip!r}".encode())
+    return digest.hexdigest()
+
+
+def checkpoint_evidence(checkpoint: str | Path) -> dict[str, str]:
+    """The record fields checkpoint_sha256 and weights_sha256 of a checkpoint file."""
+    return {
+        "checkpoint_sha256": file_sha256(checkpoint),
+        "weights_sha256": weights_sha256(checkpoint),
+    }
+
+
+def platform_info() -> dict[str, str]:
+    """The machine a run ran on, as far as floating point results depend on it."""
+    return {
+        "system": platform.system(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpu": _cpu_model(),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def check_checkpoint(path: str | Path) -> BadFile | None:
+    """None if the checkpoint loads as a policy, else what is wrong with it."""
+    from gameon.baselines.common import load_checkpoint
+
+    path = Path(path)
+    if not path.is_file():
+        return BadFile(path, "missing")
+    try:
+        load_checkpoint(path)
+    except (ValueError, KeyError, TypeError) as error:
+        detail = _first_line(error).removeprefix(f"{path} is not a readable checkpoint ")
+        return BadFile(path, f"not a readable checkpoint {detail}"[:200])
+    return None
+
+
+def check_dataset(root: str | Path) -> list[BadFile]:
+    """What is wrong with the files of a Minari datasets root: a missing root, an HDF5 file that
+    does not open or whose arrays cannot be read (truncated), a JSON file that does not parse."""
+    root = Path(root)
+    if not root.is_dir():
+        return [BadFile(root, "missing")]
+    bad = []
+    for path in folder_files(root):
+        problem = None
+        if path.suffix in (".hdf5", ".h5"):
+            problem = _hdf5_problem(path)
+        elif path.suffix == ".json":
+            try:
+                json.loads(path.read_bytes())
+            except (ValueError, UnicodeDecodeError) as error:
+                problem = f"not JSON ({_first_line(error)})"
+        if problem is not None:
+            bad.append(BadFile(path, problem))
+    hdf5 = [p for p in folder_files(root) if p.suffix in (".hdf5", ".h5")]
+    if not hdf5:
+        bad.append(BadFile(root, "holds no HDF5 file"))
+    return bad
+
+
+def _hdf5_problem(path: Path) -> str | None:
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as file:
+            file.visititems(_read_array)
+    except Exception as error:  # noqa: BLE001  (h5py raises OSError, KeyError, RuntimeError...)
+        return f"not a readable HDF5 file ({_first_line(error)[:160]})"
+    return None
+
+
+def _read_array(_: str, item: Any) -> None:
+    """Read one HDF5 dataset whole (a truncated file fails here), keeping nothing."""
+    import h5py
+
+    if isinstance(item, h5py.Dataset):
+        item[()]
+
+
+def check_hashes(files: dict[str, str], base: str | Path) -> list[BadFile]:
+    """Compare files (paths relative to base) with the sha256 committed for them."""
+    base = Path(base)
+    bad = []
+    for relative, expected in files.items():
+        path = base / relative
+        if not path.is_file():
+            bad.append(BadFile(path, "missing"))
+        elif (actual := file_sha256(path)) != expected:
+            size = path.stat().st_size
+            bad.append(
+                BadFile(
+                    path,
+                    f"truncated or corrupted: its sha256 is {actual[:12]}..., {expected[:12]}... "
+                    f"was committed ({size} bytes now)",
+                )
+            )
+    return bad
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,386 @@
+"""Training is bitwise deterministic on the CPU with one thread; `leaderboard audit` re-trains
+sampled runs of an entry from their records and marks the entry; a truncated dataset or
+checkpoint found on a resume (of a collect run, or of an audit's re-run) is reported with its path
+and the run re-done, never trained on."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("minari")
+pytest.importorskip("matplotlib")
+
+from gameon.benchmark.audit import audit_entry  # noqa: E402
+from gameon.benchmark.integrity import (  # noqa: E402
+    check_dataset,
+    file_sha256,
+    folder_sha256,
+    weights_sha256,
+)
+from gameon.benchmark.leaderboard import read_board, submit  # noqa: E402
+from gameon.benchmark.records import RunRecord  # noqa: E402
+from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
+
+TINY = LoopConfig(
+    env_id="GameOn/Reach-v0",
+    practice_env_id="GameOn/Reach-v0",
+    curriculum="fixed",
+    iterations=1,
+    episodes_per_iteration=2,
+    seed_episodes=2,
+    num_updates=20,
+    eval_episodes_per_skill=1,
+    target_eval_episodes=1,
+    auto_stop=False,
+)
+
+
+def _hdf5(run_dir: Path) -> Path:
+    return next((run_dir / "datasets").rglob("*.hdf5"))
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+# -- determinism --------------------------------------------------------------------------------
+
+
+def test_bc_training_gives_byte_identical_checkpoints(tmp_path, monkeypatch) -> None:
+    """Two BC runs of one seed on a tiny dataset: the checkpoint files hash the same (run from
+    the same relative folder, since the file embeds its arguments' paths), and so do their
+    weights wherever they ran."""
+    from gameon.baselines import bc, datasets
+
+    datasets.collect(
+        datasets.Args(
+            env_id="GameOn/Reach-v0",
+            episodes_per_skill=2,
+            dataset_id="gameon/tiny-v0",
+            datasets_path=str(tmp_path / "data"),
+            progress=False,
+        )
+    )
+    files, weights = [], []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        (tmp_path / name / "data").symlink_to(tmp_path / "data")
+        args = bc.Args(
+            dataset_id="gameon/tiny-v0",
+            datasets_path="data",
+            num_updates=30,
+            batch_size=32,
+            hidden=(16,),
+            eval_episodes_per_skill=1,
+            seed=3,
+            run_dir="run",
+        )
+        checkpoint = Path(bc.train(args)["checkpoint"]).resolve()
+        files.append(file_sha256(checkpoint))
+        weights.append(weights_sha256(checkpoint))
+    assert files[0] == files[1] and weights[0] == weights[1]
+
+
+def test_collect_training_gives_byte_identical_checkpoints_and_datasets(
+    tmp_path, monkeypatch
+) -> None:
+    records = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        records.append(run_experiment(TINY, Path("run"), progress=False))
+    first, second = records
+    assert first.checkpoint_sha256 == second.checkpoint_sha256 is not None
+    assert first.weights_sha256 == second.weights_sha256 is not None
+    assert first.dataset_sha256 == second.dataset_sha256 is not None
+    assert first.evaluation == second.evaluation
+    assert file_sha256(tmp_path / "a" / "run" / first.checkpoint) == first.checkpoint_sha256
+
+
+# -- bad files on resume ------------------------------------------------------------------------
+
+
+def test_a_truncated_dataset_found_on_resume_is_reported_and_the_run_redone(
+    tmp_path, capsys
+) -> None:
+    run_dir = tmp_path / "run"
+    record = run_experiment(TINY, run_dir, progress=False)
+    hdf5 = _hdf5(run_dir)
+    _truncate(hdf5)
+    truncated = hdf5.stat().st_size
+    assert [bad.path for bad in check_dataset(hdf5.parents[2])] == [hdf5]
+
+    again = run_experiment(TINY, run_dir, progress=False)
+
+    err = capsys.readouterr().err
+    assert f"bad file: {hdf5}: truncated or corrupted" in err
+    assert "re-done from iteration 0, its last good commit" in err
+    assert again.evaluation == record.evaluation
+    assert again.weights_sha256 == record.weights_sha256
+    assert again.dataset_sha256 == record.dataset_sha256
+    (report,) = again.extra["bad_files"]
+    assert report["files"][0]["path"] == str(hdf5) and report["redone_from_iteration"] == 0
+    kept = run_dir / report["moved_to"]
+    assert (kept / hdf5.relative_to(run_dir)).stat().st_size == truncated
+    assert (kept / "state.json").is_file() and (kept / "record.json").is_file()
+    assert folder_sha256(hdf5.parents[2]) != folder_sha256(
+        kept / hdf5.parents[2].relative_to(run_dir)
+    )
+
+
+def test_a_truncated_checkpoint_found_on_resume_is_reported_and_the_run_redone(
+    tmp_path, capsys
+) -> None:
+    """Also for a state committed before file hashes were kept: the checkpoint does not load."""
+    run_dir = tmp_path / "run"
+    record = run_experiment(TINY, run_dir, progress=False)
+    state_path = run_dir / "state.json"
+    state = json.loads(state_path.read_text())
+    del state["files"]
+    state_path.write_text(json.dumps(state))
+    checkpoint = run_dir / record.checkpoint
+    _truncate(checkpoint)
+
+    again = run_experiment(TINY, run_dir, progress=False)
+
+    err = capsys.readouterr().err
+    assert f"bad file: {checkpoint}: not a readable checkpoint" in err
+    assert again.weights_sha256 == record.weights_sha256
+    assert again.extra["bad_files"][0]["files"][0]["path"] == str(checkpoint)
+    assert file_sha256(checkpoint) == record.checkpoint_sha256
+
+
+# -- the audit ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def entry(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    """A board with one entry of three tiny collect runs (seeds 0, 1, 2) and an audit folder."""
+    root = tmp_path_factory.mktemp("audit")
+    runs = []
+    for seed in (0, 1, 2):
+        run_dir = root / "runs" / f"collect__Reach__fixed__bc__s{seed}"
+        run_experiment(replace(TINY, seed=seed), run_dir, progress=False)
+        runs.append(run_dir)
+    result = submit(runs, root / "board")
+    assert result.accepted, result.reasons
+    return root / "board", result.entry_id, root / "work"
+
+
+def _board_copy(entry: tuple[Path, str, Path], tmp_path: Path) -> Path:
+    board = tmp_path / "board"
+    shutil.copytree(entry[0], board)
+    return board
+
+
+def _edit_record(board: Path, entry_id: str, seed: int, change) -> None:
+    run = next(r for r in read_board(board).entries[0].runs if r.seed == seed)
+    path = board / run.record
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+
+def test_the_audit_reproduces_bitwise_and_marks_the_entry(entry, tmp_path) -> None:
+    board_dir, entry_id, work = entry
+    board = _board_copy(entry, tmp_path)
+    before = read_board(board).entries[0]
+    lines: list[str] = []
+
+    audit = audit_entry(entry_id, 2, board, seed=0, work_root=work, say=lines.append)
+
+    expected = sorted(random.Random(0).sample(range(3), 2))
+    assert audit.sampled == [before.runs[i].run_id for i in expected]
+    assert audit.audited and audit.runs == 2 and audit.sampling_seed == 0
+    for result in audit.results:
+        assert (result.outcome, result.comparison) == ("reproduced", "bitwise"), result.detail
+        assert "the trained weights are identical" in result.detail
+    after = read_board(board).entries[0]
+    assert after.audit == audit and after.model_copy(update={"audit": None}) == before
+    row = next(
+        line for line in (board / "LEADERBOARD.md").read_text().splitlines() if entry_id in line
+    )
+    assert f"| yes (2/2, {audit.when[:10]}) |" in row
+    text = "\n".join(lines)
+    assert "sampled 2 with sampling seed 0" in text and "comparison: bitwise" in text
+    assert "audited yes (2 of 2 runs reproduced their claim)" in text
+
+
+def test_the_audit_rejects_a_doctored_claim(entry, tmp_path) -> None:
+    _, entry_id, work = entry
+    board = _board_copy(entry, tmp_path)
+
+    def flip(record: dict) -> dict:
+        episode = record["evaluation"]["episodes"][0]
+        episode["success"] = not episode["success"]
+        episode["episode_return"] = float(episode["success"])
+        return record
+
+    _edit_record(board, entry_id, 1, flip)
+    audit = audit_entry(entry_id, 3, board, work_root=work, say=lambda _: None)
+    outcomes = {result.seed: result.outcome for result in audit.results}
+    assert outcomes == {0: "reproduced", 1: "not reproduced", 2: "reproduced"}
+    assert "1 of 3 episodes differ" in audit.results[1].detail
+    assert not audit.audited
+    assert "| no (2/3, " in (board / "LEADERBOARD.md").read_text()
+
+
+def test_a_record_that_contradicts_its_config_is_not_reproduced(entry, tmp_path) -> None:
+    _, entry_id, work = entry
+    board = _board_copy(entry, tmp_path)
+    _edit_record(board, entry_id, 2, lambda record: {**record, "seed": 7})
+    audit = audit_entry(entry_id, 3, board, work_root=work, say=lambda _: None)
+    result = next(r for r in audit.results if r.run_id.endswith("s2"))
+    assert result.outcome == "not reproduced"
+    assert "contradicts its own config: seed 7 in the record, 2 in its config" in result.detail
+
+
+def test_another_machine_is_compared_within_the_stated_tolerance(entry, tmp_path) -> None:
+    _, entry_id, work = entry
+    board = _board_copy(entry, tmp_path)
+
+    def elsewhere(record: dict) -> dict:
+        return {**record, "platform": {**record["platform"], "cpu": "another CPU"}}
+
+    _edit_record(board, entry_id, 0, elsewhere)
+    lines: list[str] = []
+    audit = audit_entry(entry_id, 3, board, work_root=work, say=lines.append)
+    result = next(r for r in audit.results if r.seed == 0)
+    assert result.comparison == "tolerance" and result.outcome == "reproduced"
+    assert set(result.bounds) == set(result.claimed)
+    assert "comparison: tolerance, since another machine (cpu 'another CPU' vs" in "\n".join(lines)
+    assert "1.96 * sqrt(2 p (1 - p) / n)" in audit.tolerance and audit.audited
+
+
+def test_a_truncated_file_in_the_audit_folder_is_reported_and_redone(entry, tmp_path) -> None:
+    _, entry_id, work = entry
+    board = _board_copy(entry, tmp_path)
+    audit_entry(entry_id, 1, board, seed=5, work_root=work, say=lambda _: None)
+    (sampled,) = read_board(board).entries[0].audit.sampled
+    (folder,) = (work / entry_id).glob(f"{sampled}-*")
+    hdf5 = _hdf5(folder)
+    _truncate(hdf5)
+    lines: list[str] = []
+    audit = audit_entry(entry_id, 1, board, seed=5, work_root=work, say=lines.append)
+    assert audit.audited and audit.results[0].outcome == "reproduced"
+    assert f"bad files in the audit's run folder, reported and the run re-done: {hdf5}" in (
+        "\n".join(lines)
+    )
+
+
+def test_a_vlm_run_audits_through_the_replay_of_its_own_transcript(tmp_path) -> None:
+    run_dir = tmp_path / "runs" / "collect__Reach__vlm-rules__bc__s0"
+    config = replace(TINY, curriculum="vlm", vlm_add_skills=False)
+    record = run_experiment(config, run_dir, progress=False)
+    assert record.training is not None and record.training.transcript == "transcript.jsonl"
+    result = submit([run_dir], tmp_path / "board", min_seeds=1)
+    assert result.accepted, result.reasons
+    copy = read_board(tmp_path / "board").entries[0].runs[0].record
+    transcript = (tmp_path / "board" / copy).parent / "transcript.jsonl"
+    assert transcript.read_bytes() == (run_dir / "transcript.jsonl").read_bytes()
+    lines: list[str] = []
+
+    audit = audit_entry(
+        result.entry_id, 1, tmp_path / "board", work_root=tmp_path / "w", say=lines.append
+    )
+
+    assert audit.audited, audit.results[0].detail
+    assert f"VLM (rules): replayed from the run's own transcript {transcript}" in "\n".join(lines)
+
+
+def test_a_vlm_run_without_its_transcript_is_not_audited_and_says_so(entry, tmp_path) -> None:
+    _, entry_id, work = entry
+    board = _board_copy(entry, tmp_path)
+
+    def gemini(record: dict) -> dict:
+        record["training"]["config"] |= {"curriculum": "vlm", "vlm_backend": "gemini"}
+        return {**record, "curriculum": "vlm", "curriculum_label": "vlm[gemini]"}
+
+    _edit_record(board, entry_id, 0, gemini)
+    lines: list[str] = []
+    audit = audit_entry(entry_id, 3, board, work_root=work, say=lines.append)
+    result = next(r for r in audit.results if r.seed == 0)
+    assert result.outcome == "not audited" and not audit.audited
+    assert "the board keeps no VLM transcript of this run" in result.detail
+    assert "'gemini' cannot be re-run offline without one" in result.detail
+    assert "| no (2/3, " in (board / "LEADERBOARD.md").read_text()
+
+
+def test_records_carry_the_evidence_and_the_training_config(entry) -> None:
+    board, _, _ = entry
+    run = read_board(board).entries[0].runs[0]
+    record = RunRecord.model_validate_json((board / run.record).read_text())
+    assert run.checkpoint_sha256 == record.checkpoint_sha256 is not None
+    assert run.weights_sha256 == record.weights_sha256 is not None
+    assert run.dataset_sha256 == record.dataset_sha256 is not None
+    assert record.training.config == asdict(replace(TINY, seed=0))
+    assert record.training.learner_args["num_updates"] == TINY.num_updates
+    assert record.training.env_kwargs == {"max_episode_steps": 2000, "terminate_on_success": False}
+    assert set(record.platform) == {"system", "machine", "python", "cpu"}
+
+
+def test_bad_audit_arguments_name_the_accepted_forms(entry, tmp_path) -> None:
+    board = _board_copy(entry, tmp_path)
+    entry_id = entry[1]
+    with pytest.raises(ValueError, match=r"--runs must be between 1 and 3 .* got 4"):
+        audit_entry(entry_id, 4, board)
+    with pytest.raises(ValueError, match=f"entry 'nope' is not on the board; .* {entry_id}"):
+        audit_entry("nope", 1, board)
+    assert audit_entry(entry_id[:4], 1, board, work_root=entry[2], say=lambda _: None).audited
+
+
+def test_gameon_leaderboard_audit_prints_the_audit_and_exits_with_its_verdict(
+    entry, tmp_path, capsys
+) -> None:
+    from gameon.cli import main
+
+    board = _board_copy(entry, tmp_path)
+    entry_id, work = entry[1], entry[2]
+    arguments = ["leaderboard", "audit", entry_id, "--board", str(board), "--work", str(work)]
+    for runs, status in (("1", 0), ("0", 2)):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*arguments, "--runs", runs])
+        assert exit_info.value.code == status
+        if status == 0:
+            out = capsys.readouterr().out
+            assert f"audit of entry {entry_id}" in out and "-> reproduced" in out
+    assert "--runs must be between 1 and 3" in capsys.readouterr().err
+
+
+ONLINE = """
+name = "tiny"
+seeds = [0]
+eval_episodes_per_skill = 1
+curricula = ["fixed"]
+
+[online]
+learners = ["ppo"]
+env_ids = ["GameOn/Reach-v0"]
+budget = { total_timesteps = 256, eval_every = 128, num_envs = 2 }
+ppo = { num_steps = 64, num_minibatches = 4, update_epochs = 1 }
+"""
+
+
+def test_an_online_run_audits_bitwise_from_its_learner_args(tmp_path) -> None:
+    from gameon.benchmark.matrix import expand, load_spec
+    from gameon.benchmark.runs import execute
+
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(ONLINE)
+    (run,) = expand(load_spec(spec))
+    record = execute(run, tmp_path / "runs" / run.run_id)
+    assert record.training.config["num_steps"] == 64 and record.training.env_kwargs
+    result = submit([tmp_path / "runs" / run.run_id], tmp_path / "board", min_seeds=1)
+    assert result.accepted, result.reasons
+
+    audit = audit_entry(result.entry_id, 1, tmp_path / "board", work_root=tmp_path / "w")
+
+    assert audit.audited and audit.results[0].comparison == "bitwise", audit.results[0].detail
+    assert "the trained weights are identical" in audit.results[0].detail
