@@ -720,8 +720,9 @@ def _monolithic_iqm(records: Sequence[RunRecord]) -> float | None:
 
 
 def shown_protocol(protocol: str) -> str:
-    """The protocol as the board shows it: the first collect protocol is marked v1."""
-    return "collect v1" if protocol == "collect" else protocol
+    """The protocol as the board shows it: the first collect protocol is marked v1, and the v2
+    entries stored before the collector was part of the name were all the mixed collector's."""
+    return {"collect": "collect v1", "collect v2": "collect v2 (mixed)"}.get(protocol, protocol)
 
 
 def audit_cell(audit: EntryAudit | None) -> str:
@@ -744,8 +745,11 @@ def render_markdown(board: Board) -> str:
         "share a rank. All-skills IQM (every episode of the suite) is shown, not ranked.",
         "Collect v2 (the learner collects its own data) ranks the composed policy's target success",
         "(the task run as the skill library decomposes it, every step by the learned policy) and",
-        "shows the monolithic policy's (conditioned on the task's goal) beside it. Collect v1",
-        "entries (scripted experts collected every episode) are kept for the record.",
+        "shows the monolithic policy's (conditioned on the task's goal) beside it; its collector",
+        "is in parentheses (demo: the expert demonstrates each task the learner failed, as a",
+        "separate episode; mixed: the expert takes over a failed skill mid-episode), and entries",
+        "of different collectors are ranked apart. Collect v1 entries (scripted experts collected",
+        "every episode) are kept for the record.",
         "Audited: `gameon leaderboard audit` re-trained the sampled runs from their records;",
         "yes when every one reproduced its claimed evaluation (bitwise, or within the stated",
         "tolerance on another machine or library version), with runs reproduced / sampled.",

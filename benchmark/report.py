@@ -66,8 +66,12 @@ class ReportPaths:
 
 
 def protocol_name(record: RunRecord) -> str:
-    """The protocol as reports name it: "online", "collect" (v1) or "collect v2"."""
-    return f"{record.protocol} v2" if record.protocol_version == 2 else record.protocol
+    """The protocol as reports name it: "online", "collect" (v1) or, for collect v2, with its
+    collector: "collect v2 (demo)" (collectors give different data, so they are not compared)."""
+    if record.protocol_version != 2:
+        return record.protocol
+    collector = record.extra.get("config", {}).get("collector")
+    return f"{record.protocol} v2 ({collector})" if collector else f"{record.protocol} v2"
 
 
 def group_key(record: RunRecord) -> GroupKey:
