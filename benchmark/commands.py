@@ -4,6 +4,7 @@
     python -m gameon.benchmark.commands bench report DIR
     python -m gameon.benchmark.commands leaderboard submit RUNS... [--verify]
     python -m gameon.benchmark.commands leaderboard audit ENTRY [--runs K]
+    python -m gameon.benchmark.commands leaderboard html [--leaderboard JSON] [--out HTML]
 
 `main(argv)` takes the arguments after `gameon` (starting with "bench" or "leaderboard") and
 returns the exit status: 0 success, 1 a run or a submission failed, 2 a usage error, 130
@@ -30,6 +31,7 @@ COMMANDS = {
     ("bench", "report"): "aggregate a results directory into a table, a JSON summary and plots",
     ("leaderboard", "submit"): "validate run records and add them to the leaderboard",
     ("leaderboard", "audit"): "re-train sampled runs of an entry and mark it audited or not",
+    ("leaderboard", "html"): "write the static leaderboard page (results/leaderboard/index.html)",
 }
 
 
@@ -96,13 +98,31 @@ class LeaderboardAudit:
     """where the re-runs train (WORK/ENTRY/RUN-CONFIG; an interrupted audit resumes there)"""
 
 
+@dataclass
+class LeaderboardHtml:
+    """Write the leaderboard as one static page that opens from the file system (no server)."""
+
+    leaderboard: Path = Path("results") / "leaderboard.json"
+    """the board to show"""
+    out: Path | None = None
+    """the page; default index.html in the board's entries folder (results/leaderboard/)"""
+    screenshot: bool = False
+    """also save page.png beside the page, taken in headless Chromium (1400x900)"""
+
+
 def bench_run(command: BenchRun) -> int:
     """Say what will run and how long it should take, run the matrix, then say where the records
     are and how to make the table and plots."""
     from rich.console import Console
 
     from gameon.benchmark.matrix import check_spec, load_spec
-    from gameon.benchmark.runner import RunnerOptions, duration_text, plan_line, run_matrix
+    from gameon.benchmark.runner import (
+        RunnerOptions,
+        duration_text,
+        plan_line,
+        run_matrix,
+        vlm_lines,
+    )
 
     started = time.monotonic()
     console = Console()
@@ -125,6 +145,8 @@ def bench_run(command: BenchRun) -> int:
     console.print(f"matrix {spec.name!r}: {spec.description or command.spec}", markup=False)
     for note in spec.notes:
         console.print(note, markup=False)
+    for line in vlm_lines(spec, results, options):  # paid VLM backends: calls and cost first
+        console.print(line, markup=False, soft_wrap=True)
     outcome = run_matrix(spec, results, options, console)
     console.print(
         f"{outcome.count('done')} runs done now, {outcome.count('skipped')} finished before, "
@@ -183,10 +205,12 @@ def bench_report(command: BenchReport) -> int:
 def leaderboard_submit(command: LeaderboardSubmit) -> int:
     """Submit run records to the leaderboard; print what was accepted or why not."""
     from gameon.benchmark.leaderboard import submit
+    from gameon.benchmark.leaderboard_page import update_page
 
     submission = submit(command.runs, board_dir=command.board, verify=command.verify)
     if submission.accepted:
         print(f"accepted: {command.board / 'LEADERBOARD.md'} regenerated")
+        print(f"page: {update_page(command.board)} regenerated")
         return 0
     print("rejected:")
     for reason in submission.reasons:
@@ -204,11 +228,23 @@ def leaderboard_audit(command: LeaderboardAudit) -> int:
     return 0 if audit.audited else 1
 
 
+def leaderboard_html(command: LeaderboardHtml) -> int:
+    """Write the leaderboard page (and its screenshot) and print where they are."""
+    from gameon.benchmark.leaderboard_page import SCREENSHOT_FILE, screenshot, write_page
+
+    page = write_page(command.leaderboard, command.out)
+    print(f"page: {page} (open it in a browser: {page.resolve().as_uri()})")
+    if command.screenshot:
+        print(f"screenshot: {screenshot(page, page.parent / SCREENSHOT_FILE)}")
+    return 0
+
+
 HANDLERS = {
     ("bench", "run"): (BenchRun, bench_run),
     ("bench", "report"): (BenchReport, bench_report),
     ("leaderboard", "submit"): (LeaderboardSubmit, leaderboard_submit),
     ("leaderboard", "audit"): (LeaderboardAudit, leaderboard_audit),
+    ("leaderboard", "html"): (LeaderboardHtml, leaderboard_html),
 }
 
 

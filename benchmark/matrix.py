@@ -24,7 +24,9 @@ A protocol section may override `seeds` and `curricula`; `[[online]]` (an array 
 protocol several sections, e.g. one per group of envs. Runs are the product, per section, of env
 id x curriculum x learner x seed, ids like "collect__Tower__vlm-rules__bc__s0". The `vlm`
 curriculum's backend "auto" resolves here, once, to "gemini" when GEMINI_API_KEY or
-GOOGLE_API_KEY is set and to "rules" otherwise.
+GOOGLE_API_KEY is set and to "rules" otherwise. Its `max_cost` option, e.g.
+`{ name = "vlm", backend = "auto", max_cost = 0.5 }`, caps each collect run's estimated VLM spend
+in USD (LoopConfig.vlm_max_cost): past it the curriculum falls back without asking the model.
 """
 
 from __future__ import annotations
@@ -252,7 +254,7 @@ def _protocol(
                 f"{', '.join(OWNED_FIELDS[protocol])} and the budget table holds "
                 f"{', '.join(BUDGET_KEYS[protocol])}"
             )
-    return ProtocolSpec(
+    part = ProtocolSpec(
         protocol=protocol,
         learners=learners,
         env_ids=env_ids,
@@ -269,6 +271,19 @@ def _protocol(
         settings=settings,
         learner_settings=learner_settings,
     )
+    if protocol == "online":
+        _check_no_cap(part.curricula, where)
+    return part
+
+
+def _check_no_cap(curricula: tuple[CurriculumSpec, ...], where: str) -> None:
+    """ValueError if an online section's vlm curriculum has a spending cap (ppo/sac have none)."""
+    for curriculum in curricula:
+        if "max_cost" in curriculum.options:
+            raise ValueError(
+                f"{where}: the vlm option max_cost (spending cap) applies to collect runs only; "
+                "ppo and sac have no cap yet: give [online] its own curricula without max_cost"
+            )
 
 
 def _check_keys(table: dict[str, Any], accepted: tuple[str, ...], where: str) -> None:
@@ -351,6 +366,12 @@ def _curriculum(item: Any, where: str, notes: list[str]) -> CurriculumSpec:
             backend, reason = resolve_vlm_backend()
             notes.append(f"vlm backend auto -> {backend}: {reason}")
         options["backend"] = backend
+        cap = options.get("max_cost")
+        if "max_cost" in options and (isinstance(cap, bool | str) or not cap > 0):
+            raise ValueError(
+                f"vlm option max_cost in {where} is the spending cap of each run in USD, a "
+                f"number > 0, e.g. max_cost = 0.5; got {cap!r}"
+            )
     return CurriculumSpec(name, options)
 
 

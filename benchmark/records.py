@@ -103,6 +103,9 @@ class VLMUsage(_Strict):
     completion_tokens: int = Field(0, ge=0)
     cost_usd: float = Field(0.0, ge=0)
     fallbacks: int = Field(0, ge=0)
+    capped_calls: int = Field(0, ge=0)
+    """module calls that fell back unsent because the run's spending cap was reached (also
+    counted in fallbacks; 0 in records made before the cap existed)"""
 
 
 class TargetEvaluation(_Strict):

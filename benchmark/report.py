@@ -251,12 +251,15 @@ def controls_check(groups: Sequence[dict]) -> list[dict]:
 
 
 def vlm_usage(records: Sequence[RunRecord]) -> dict:
-    """VLM calls, tokens, cost and fallbacks: totals over the runs and means per run."""
+    """VLM calls, tokens, cost and fallbacks (those the spending cap stopped too): totals over
+    the runs and means per run, and how many runs hit their cap."""
     fields = ("calls", "prompt_tokens", "completion_tokens", "cost_usd", "fallbacks")
+    fields += ("capped_calls",)
     totals = {name: sum(getattr(r.vlm, name) for r in records) for name in fields}
     backends = sorted({r.vlm.backend for r in records if r.vlm.backend})
     return {
         "backends": backends,
+        "capped_runs": sum(r.vlm.capped_calls > 0 for r in records),
         "total": totals,
         "per_run": {name: value / len(records) for name, value in totals.items()},
     }
@@ -519,6 +522,7 @@ def render_markdown(summary: dict) -> str:
     lines += _table(header, rows) if rows else ["No valid run records."]
     if rows:
         lines += _legend(GROUP_LEGEND)
+    lines += _cap_lines(summary["groups"])
     lines += _target_lines(summary["groups"])
     lines += _controls_lines(summary.get("controls", []), seeds)
     if summary["across_envs"]:
@@ -563,6 +567,24 @@ def _baseline_seeds(group: dict, seeds: dict[tuple[str, str, str, str], int]) ->
     """Runs behind a P(> fixed): the fewer of the group's and its `fixed` group's."""
     fixed = seeds.get((group["protocol"], group["learner"], group["env_id"], BASELINE), 0)
     return min(len(group["seeds"]), fixed)
+
+
+def _cap_lines(groups: Sequence[dict]) -> list[str]:
+    """A line per group whose runs hit their VLM spending cap: part of its practice was then
+    chosen by the learning-progress fallback, not by the model."""
+    lines = []
+    for group in groups:
+        vlm = group["vlm"]
+        if not vlm.get("capped_runs"):
+            continue
+        lines.append(
+            f"- **VLM cost cap hit**: {vlm['capped_runs']} of {len(group['seeds'])} runs of "
+            f"{group['curriculum_label']} ({group['protocol']}, {group['learner']}, "
+            f"{group['env_id']}) reached their spending cap; {vlm['total']['capped_calls']} "
+            "module calls then fell back to learning progress without a request (counted in "
+            "the fallbacks), so part of their practice was not the model's choice."
+        )
+    return ["", *lines] if lines else []
 
 
 def _target_lines(groups: Sequence[dict]) -> list[str]:

@@ -216,6 +216,23 @@ def plan_line(
     return f"{line}; here, now (load {load:.1f} on {cpus} CPUs): about {here}"
 
 
+def vlm_lines(spec: MatrixSpec, results_dir: Path, options: RunnerOptions) -> list[str]:
+    """How many model calls the runs still to do will make and what they should cost, for the
+    runs that ask a paid backend (gemini, openai); none otherwise (see experimenter.vlm.estimate).
+    """
+    from gameon.benchmark.matrix import run_config
+    from gameon.experimenter.vlm.estimate import collect_estimate, estimate_lines, online_estimate
+
+    estimates = []
+    for run in select_runs(spec, options.only):
+        if run.curriculum.name != "vlm" or is_complete(run, Path(results_dir) / run.run_id):
+            continue
+        config = run_config(run)
+        estimate = collect_estimate if run.protocol == "collect" else online_estimate
+        estimates.append(estimate(config))
+    return estimate_lines(estimates)
+
+
 # -- the results directory ----------------------------------------------------------------------
 
 

@@ -71,6 +71,7 @@ NO_VLM_USAGE: dict[str, Any] = {
     "completion_tokens": 0,
     "cost_usd": 0.0,
     "fallbacks": 0,
+    "capped_calls": 0,
 }
 """The VLM usage of a curriculum that asks no model (the keys of benchmark.records.VLMUsage)."""
 

@@ -231,6 +231,10 @@ class LoopConfig:
     vlm_code_skills: bool = False
     """vlm curriculum: after each analysis the slow agent may have skills written as code (the
     fast agent writes them, the sandbox runs them, the oracle verifies them; after RL-GPT)"""
+    vlm_max_cost: float | None = None
+    """vlm curriculum: spending cap in USD for this run, at the prices of
+    experimenter/vlm/prices.toml; once the estimated spend reaches it, every further model call
+    falls back to learning progress without a request (counted as capped_calls)"""
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field and what it accepts."""
@@ -279,6 +283,7 @@ class LoopConfig:
         for name in ("vlm_proposal_size", "vlm_verify_trials"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_max_cost(self.vlm_max_cost, self.curriculum)
         make_loop_curriculum(self)  # e.g. hand's stages need a practice env that has them;
         # the vlm backend needs its key (gemini) or transcript (replay)
         if self.seed_noise < 0:
@@ -296,6 +301,16 @@ class LoopConfig:
     def target_skills(self) -> tuple[str, ...]:
         """The skills of the target env's tasks."""
         return ENV_SKILLS[self.env_id][0]
+
+
+def check_max_cost(max_cost: Any, curriculum: str) -> None:
+    """ValueError unless the VLM spending cap is None or a USD amount > 0 for the vlm curriculum."""
+    if max_cost is None:
+        return
+    if curriculum != "vlm":
+        raise ValueError(f"vlm_max_cost is only read by the vlm curriculum, not {curriculum!r}")
+    if isinstance(max_cost, bool) or not isinstance(max_cost, int | float) or max_cost <= 0:
+        raise ValueError(f"vlm_max_cost must be an amount in USD > 0, got {max_cost!r}")
 
 
 def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Curriculum:
@@ -317,6 +332,7 @@ def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Cur
             "interval": None,
             "proposal_size": config.vlm_proposal_size,
             "mastery": config.promote_threshold,
+            "max_cost": config.vlm_max_cost,
         }
     return curriculum_for_env(
         config.practice_env_id,

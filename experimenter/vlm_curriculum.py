@@ -11,6 +11,11 @@ the next consultation, and the fallback is counted. A run never stops because of
 
 `usage()` totals the calls, tokens, estimated cost and fallbacks with the keys of
 `gameon.benchmark.records.VLMUsage`; results are labelled `vlm[{backend}]` (`label`).
+
+A spending cap (`max_cost`, USD per run): once the run's estimated spend (`spent()`, from the
+price table) reaches it, every further module call falls back without sending a request, counted
+in `fallbacks` and in `capped_calls`; a request of a call already under way (a re-ask) is not
+sent either, so the spend passes the cap by at most the one request that reached it.
 """
 
 from __future__ import annotations
@@ -34,8 +39,15 @@ from gameon.experimenter.curriculum import (
 )
 from gameon.experimenter.skills import Skill, SkillLibrary, default_library
 from gameon.experimenter.vlm import modules
-from gameon.experimenter.vlm.backend import Backend, ImageLike, Transcript, Usage, VLMError
-from gameon.experimenter.vlm.factory import cost_usd, make_backend
+from gameon.experimenter.vlm.backend import (
+    Backend,
+    CostCapReached,
+    ImageLike,
+    Transcript,
+    Usage,
+    VLMError,
+)
+from gameon.experimenter.vlm.factory import cost_usd, make_backend, usd
 
 log = logging.getLogger(__name__)
 Camera = Callable[[int], ImageLike]
@@ -90,9 +102,13 @@ class VLMCurriculum(Curriculum):
         mastery: float = 0.8,
         stalled_weight: float = 0.25,
         group: str = "task",
+        max_cost: float | None = None,
         **lp_options: Any,
     ) -> None:
         super().__init__(seed)
+        amount = isinstance(max_cost, int | float) and not isinstance(max_cost, bool)
+        if max_cost is not None and (not amount or max_cost <= 0):
+            raise ValueError(f"max_cost must be a number of USD > 0 or None, got {max_cost!r}")
         if interval is not None and (isinstance(interval, bool) or interval < 1):
             raise ValueError(f"interval must be >= 1 episodes or None, got {interval}")
         if proposal_size < 1:
@@ -114,6 +130,11 @@ class VLMCurriculum(Curriculum):
         self.since = 0
         self.consults = 0
         self.fallbacks = 0
+        self.capped_calls = 0
+        self.max_cost = None if max_cost is None else float(max_cost)
+        self._base_spent = 0.0
+        if self.max_cost is not None:
+            backend.cost_cap = self.cap_reason
         self.outcomes: dict[str, list[bool]] = {task: [] for task in self.tasks}
         self.curves: dict[str, list[float]] = {}
         self.statuses: dict[str, str] = {}
@@ -129,10 +150,41 @@ class VLMCurriculum(Curriculum):
 
     # -- the model, with fallbacks ----------------------------------------------------------
 
+    def spent(self) -> float:
+        """The run's estimated spend in USD at the model's prices (a replay prices its recorded
+        backend's tokens, so a replayed capped run stops where the original did)."""
+        backend = self.backend
+        name = getattr(backend, "recorded_backend", backend.name)
+        return self._base_spent + cost_usd(name, backend.model, backend.total_usage)
+
+    def cap_reason(self) -> str | None:
+        """Why no further request may be sent (the cost cap is spent), or None."""
+        if self.max_cost is None:
+            return None
+        spent = self.spent()
+        if spent < self.max_cost:
+            return None
+        return f"cost cap: {usd(spent)} spent of the {usd(self.max_cost)} cap"
+
+    def fall_back_capped(self, module: str, reason: str) -> None:
+        """Count a module call that the cost cap stopped unsent (a fallback, and a capped one)."""
+        self.fallbacks += 1
+        self.capped_calls += 1
+        if self.capped_calls == 1:
+            log.warning("vlm %s falls back, %s: later calls fall back unsent too", module, reason)
+
     def ask(self, module: str, call: Callable[[], Any]) -> Any | None:
-        """Run one module call; None (and one more fallback) if the model failed for good."""
+        """Run one module call; None (and one more fallback) if the model failed for good or the
+        cost cap is spent (then no request is sent and the fallback also counts as capped)."""
+        reason = self.cap_reason()
+        if reason is not None:
+            self.fall_back_capped(module, reason)
+            return None
         try:
             return call()
+        except CostCapReached as error:
+            self.fall_back_capped(module, str(error))
+            return None
         except VLMError as error:
             self.fallbacks += 1
             log.warning("vlm %s failed, falling back: %s", module, error)
@@ -204,13 +256,25 @@ class VLMCurriculum(Curriculum):
             return modules.Plan(canonical(task))
         plan = modules.Plan(canonical(task), rationale=answer.rationale)
         for step in answer.steps:
-            found = self.ask(
-                "retrieve", lambda s=step: modules.retrieve(self.backend, s, self.library, colours)
-            )
-            if found is None:
-                found = modules.Retrieval(step, None, None, "unmatched", "the model failed")
-            plan.retrievals.append(found)
+            plan.retrievals.append(self.retrieve(step, colours))
         return plan
+
+    def retrieve(self, step: str, colours: Sequence[str]) -> modules.Retrieval:
+        """Match a step to a library skill; once the cost cap is spent, by parse and similarity
+        alone (no request), a step they cannot match counting as a capped fallback."""
+        reason = self.cap_reason()
+        if reason is not None:
+            found = modules.retrieve(None, step, self.library, colours)
+            if found.instruction is None:
+                self.fall_back_capped("retrieve", reason)
+                found.reason = reason
+            return found
+        found = self.ask(
+            "retrieve", lambda: modules.retrieve(self.backend, step, self.library, colours)
+        )
+        if found is None:
+            return modules.Retrieval(step, None, None, "unmatched", "the model failed")
+        return found
 
     def analyse(self, curves: Mapping[str, Sequence[float]]) -> dict[str, str] | None:
         """Judge each skill's curve; remember the verdicts (stalled skills are sampled less)."""
@@ -316,6 +380,7 @@ class VLMCurriculum(Curriculum):
                 self._base["cost_usd"] + cost_usd(backend.name, backend.model, usage), 6
             ),
             "fallbacks": self.fallbacks,
+            "capped_calls": self.capped_calls,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -335,6 +400,7 @@ class VLMCurriculum(Curriculum):
             "rejected": list(self.rejected),
             "code_failures": {skill: list(why) for skill, why in self.code_failures.items()},
             "usage": self.usage(),
+            "spent_usd": self.spent(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -355,7 +421,9 @@ class VLMCurriculum(Curriculum):
         }
         usage = state["usage"]
         self.fallbacks = int(usage["fallbacks"])
+        self.capped_calls = int(usage.get("capped_calls", 0))
         self._base = {key: usage[key] for key in self._base}
+        self._base_spent = float(state.get("spent_usd", usage["cost_usd"]))
         self.backend.calls, self.backend.total_usage = 0, Usage()
 
     def close(self) -> None:

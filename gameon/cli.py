@@ -38,7 +38,8 @@ COMMANDS = {
     "demo": "record a scripted expert's episode to a video (.mp4 or .gif)",
     "experiment": "run the collect protocol (the Game On cycle) with one curriculum",
     "bench": "run|report: run a benchmark matrix (default: the smoke preset), aggregate its runs",
-    "leaderboard": "submit|audit: add validated run records, re-train sampled runs of an entry",
+    "leaderboard": "submit|audit|html: add validated run records, re-train sampled runs of an "
+    "entry, write the static page",
 }
 """Every `gameon` command, as `gameon --help` lists them."""
 
@@ -67,6 +68,7 @@ COMMAND_EXTRAS = {
     "bench report": ("bench",),
     "leaderboard submit": ("bench", "train"),
     "leaderboard audit": ("train", "bench"),
+    "leaderboard html": ("bench",),
 }
 """The extras each command uses, the one to suggest first for a module in several."""
 LIBRARIES = {
@@ -302,6 +304,10 @@ def experiment(args: Any) -> RunRecord:
         load_state(run_dir, config)
     except ValueError as error:
         raise UsageError(" ".join(str(error).split())) from None
+    from gameon.experimenter.vlm.estimate import collect_estimate, estimate_lines
+
+    for line in estimate_lines([collect_estimate(config)]):  # paid VLM backends: calls and cost
+        print(line, flush=True)
     record = run_experiment(config, run_dir, progress=args.progress)
     print(f"stopped:  {record.extra['stopped']} after iteration {record.extra['iterations_done']}")
     print(f"episodes: {record.extra['dataset']['episodes']}")

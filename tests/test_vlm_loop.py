@@ -60,8 +60,10 @@ def decisions(run_dir: Path) -> list[dict]:
 
 
 def comparable(record: RunRecord) -> dict:
-    """A record without what differs between a run and its replay: time, ids, backend names."""
-    data = record.model_dump(mode="json", exclude=VOLATILE)
+    """A record without what differs between a run and its replay: time, ids, backend names,
+    the training config (it names the backend) and the checkpoint file's hash (the file stores
+    its run folder); the weights' hash stays, so the replay must train the same weights."""
+    data = record.model_dump(mode="json", exclude=VOLATILE | {"training", "checkpoint_sha256"})
     data["vlm"] = {k: v for k, v in data["vlm"].items() if k not in ("backend", "model")}
     config = data["extra"]["config"]
     for key in ("vlm_backend", "vlm_replay"):

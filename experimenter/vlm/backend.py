@@ -30,6 +30,10 @@ class VLMError(Exception):
     """A VLM call that failed for good (after retries and re-asks)."""
 
 
+class CostCapReached(VLMError):
+    """A request not sent because the run's spending cap is reached (the caller falls back)."""
+
+
 @dataclass(frozen=True)
 class Usage:
     """Token counts of one call (or a running total)."""
@@ -181,6 +185,8 @@ class Backend(ABC):
         self.calls = 0
         self.total_usage = Usage()
         self._cache: dict[str, str] = {}
+        self.cost_cap: Callable[[], str | None] | None = None
+        """asked before every request; a reason (e.g. the cap is spent) stops the call unsent"""
 
     @abstractmethod
     def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
@@ -260,6 +266,9 @@ class Backend(ABC):
             usage = Usage()
             start = time.perf_counter()
             if raw is None:
+                reason = None if self.cost_cap is None else self.cost_cap()
+                if reason is not None:
+                    raise CostCapReached(f"{module!r} not sent: {reason}")
                 try:
                     raw, usage = self._complete_request(
                         current_prompt, pngs, schema, req_hash, module

@@ -95,3 +95,10 @@ def cost_usd(backend: str, model: str | None, usage: Usage) -> float:
         return 0.0
     total = usage.prompt_tokens * price["prompt"] + usage.completion_tokens * price["completion"]
     return round(total / 1e6, 6)
+
+
+def usd(amount: float) -> str:
+    """Dollars for people: cents, or more decimals below a cent (a small run never reads $0.00)."""
+    if amount >= 0.01 or amount == 0:
+        return f"${amount:.2f}"
+    return f"${amount:.4f}" if amount >= 0.0001 else f"${amount:.6f}"

@@ -83,9 +83,10 @@ class GeminiBackend(Backend):
             raise RuntimeError(f"response has no text {reason}".strip())
         usage = Usage()
         meta = response.usage_metadata
-        if meta is not None:
+        if meta is not None:  # thinking tokens are billed as output: counted as completion
             usage = Usage(
                 prompt_tokens=int(meta.prompt_token_count or 0),
-                completion_tokens=int(meta.candidates_token_count or 0),
+                completion_tokens=int(meta.candidates_token_count or 0)
+                + int(meta.thoughts_token_count or 0),
             )
         return text, usage
