@@ -221,10 +221,12 @@ def leaderboard_submit(command: LeaderboardSubmit) -> int:
 def leaderboard_audit(command: LeaderboardAudit) -> int:
     """Audit an entry; exit 0 if every sampled run reproduced its claim, else 1."""
     from gameon.benchmark.audit import audit_entry
+    from gameon.benchmark.leaderboard_page import update_page
 
     audit = audit_entry(
         command.entry, command.runs, command.board, seed=command.seed, work_root=command.work
     )
+    print(f"page: {update_page(command.board)} regenerated")
     return 0 if audit.audited else 1
 
 
