@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -730,7 +731,8 @@ def write_plots(records: Sequence[RunRecord], out: Path) -> list[Path]:
         comparisons.setdefault((protocol, learner, env_id), {})[label] = runs
     paths = []
     for (protocol, learner, env_id), by_label in comparisons.items():
-        slug = f"{protocol}_{env_id.split('/')[-1]}_{learner}".replace(" ", "_")
+        slug = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{protocol}_{env_id.split('/')[-1]}_{learner}")
+        slug = slug.strip("_")
         title = f"{protocol} / {env_id} / {learner}"
         paths.append(_plot_curves(by_label, title, out / f"curves_{slug}.png"))
         paths.append(_plot_final(by_label, title, out / f"final_{slug}.png"))
