@@ -439,7 +439,8 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
     reproduced = {"success rate": report.success_rate, **report.rates()}
     claims = {"success rate": claimed.success_rate(), **claimed.per_skill()}
     targets = tuple(record.target_skills)
-    if set(targets) != set(claims) - {"success rate"}:
+    if not record.target_evaluations and set(targets) != set(claims) - {"success rate"}:
+        # collect v2 claims its target success from the target evaluations, re-run below
         target_episodes = [e.success for e in report.episodes if e.skill in targets]
         reproduced["target success"] = sum(target_episodes) / len(target_episodes)
         claims["target success"] = record.target_success

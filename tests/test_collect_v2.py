@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -271,3 +272,47 @@ def test_bc_warm_start_continues_from_the_checkpoint_and_keeps_its_normaliser(
                 run_dir=str(tmp_path / "bad"),
             )
         )
+
+
+def test_verify_compares_a_v2_claim_with_its_target_evaluations_not_the_final_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranked (composed) tower success may differ from the final per-skill evaluation's
+    tower episodes (monolithic); verify re-runs the target evaluations and compares those."""
+    from gameon.benchmark import leaderboard
+
+    config = LoopConfig(
+        env_id="GameOn/Tower-v0",
+        curriculum="fixed",
+        collector="learned",
+        iterations=0,
+        seed_episodes=2,
+        num_updates=10,
+        eval_episodes_per_skill=1,
+        target_eval_episodes=1,
+    )
+    run_dir = tmp_path / "collect__Tower__fixed__bc__s0"
+    record = run_experiment(config, run_dir, progress=False)
+    composed = record.target_evaluation(RANKED_MODE)
+    built = [e.model_copy(update={"success": True}) for e in composed.episodes]
+    doctored = record.model_copy(
+        update={
+            "target_evaluations": [
+                t.model_copy(
+                    update={"evaluation": t.evaluation.model_copy(update={"episodes": built})}
+                )
+                if t.mode == RANKED_MODE
+                else t
+                for t in record.target_evaluations
+            ]
+        }
+    )
+    assert doctored.target_success == 1.0 and record.evaluation.per_skill()["tower"] == 0.0
+    (run_dir / "record.json").write_text(doctored.model_dump_json())
+    monkeypatch.setattr(  # the target evaluations reproduce; only the final one is re-run
+        leaderboard,
+        "_reevaluate_target",
+        lambda run, mode, claimed: SimpleNamespace(success_rate=claimed.success_rate()),
+    )
+    result = leaderboard.submit([run_dir], tmp_path / "board", verify=True, min_seeds=1)
+    assert result.accepted, result.reasons
