@@ -26,11 +26,20 @@ to the curriculum (`update_evaluation`). The curriculum's `state_dict()`
 is saved with each checkpoint (in `extra["curriculum"]`) and in run_dir/curriculum.json;
 TensorBoard gets training success per skill and, for hand, `curriculum/stage`, for lp, the
 sampling probability of each skill (`curriculum/p_{skill}`, summed over its instructions).
+
+`--coded-skills templates` (or a skill-library JSON) offers coded skills beside the continuous
+action (`experimenter.coded_actions.CodedActions`, RL-GPT's coded actions), in training and
+evaluation. One agent step may then be many env steps: `total_timesteps` and every step count
+stay in env steps, and the last rollout stops early when the budget is spent, so runs with and
+without coded actions are compared at the same env-step budget. Without the option nothing
+changes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -62,6 +71,13 @@ from gameon.baselines.common import (
     seed_everything,
 )
 from gameon.benchmark.evaluation import EvalReport
+from gameon.experimenter.coded_actions import (
+    DEFAULT_MAX_SKILL_STEPS,
+    coded_evaluation,
+    load_coded_skills,
+    make_coded_training_envs,
+    vector_env_steps,
+)
 from gameon.experimenter.curriculum import (
     curriculum_brief,
     curriculum_label,
@@ -137,6 +153,12 @@ class Args:
     """print a progress line every this many env steps"""
     hidden: tuple[int, ...] = (64, 64)
     """hidden layer widths of the actor and of the value network"""
+    coded_skills: str | None = None
+    """coded actions (RL-GPT): "templates" (coded_api.TEMPLATES) or a skill-library JSON whose
+    coded skills each add an action dim that runs the skill when its score is the largest and > 0
+    (see experimenter.coded_actions); None: off"""
+    coded_max_steps: int = DEFAULT_MAX_SKILL_STEPS
+    """with coded_skills: env steps one coded action may take"""
 
     learning_rate: float = 3e-4
     """Adam learning rate"""
@@ -186,6 +208,10 @@ def check_args(args: Args) -> None:
             raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
     if args.eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0: only at the end), got {args.eval_every}")
+    if args.coded_max_steps < 1:
+        raise ValueError(f"coded_max_steps must be >= 1, got {args.coded_max_steps}")
+    if args.coded_skills is not None and args.capture_video:
+        raise ValueError("capture_video does not film coded actions; drop one of the two")
     if args.num_minibatches > args.num_envs * args.num_steps:
         raise ValueError(
             f"num_minibatches ({args.num_minibatches}) must be <= num_envs * num_steps "
@@ -285,6 +311,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     """
     check_args(args)
     curriculum = make_training_curriculum(args)
+    coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
     if args.track:
         try:
             import wandb
@@ -312,7 +339,12 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
     )
 
-    envs = make_training_envs(args, curriculum)
+    if coded_skills is None:
+        envs = make_training_envs(args, curriculum)
+        evaluation = contextlib.nullcontext
+    else:
+        envs = make_coded_training_envs(args, curriculum, coded_skills)
+        evaluation = functools.partial(coded_evaluation, coded_skills, args.coded_max_steps)
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     actor = make_actor(obs_size, action_size, args.hidden)
@@ -340,7 +372,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     tally = SkillTally()
     evals: list[dict] = []
     env_seconds = learn_seconds = eval_seconds = 0.0
-    global_step, next_eval, next_print = 0, args.eval_every, args.print_every
+    global_step, agent_steps, next_eval, next_print = 0, 0, args.eval_every, args.print_every
 
     noise_rng = np.random.default_rng(args.seed)
     start_time = time.perf_counter()
@@ -350,14 +382,15 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     normalizer.update(flat)
     x = normalizer(flat)
 
-    for iteration in range(1, num_iterations + 1):
+    while global_step < args.total_timesteps:
         if args.anneal_lr:
             optimizer.param_groups[0]["lr"] = args.learning_rate * (
-                1.0 - (iteration - 1.0) / num_iterations
+                1.0 - global_step / (num_iterations * batch_size)
             )
         act_mean, value_of = numpy_mlp(actor.net), numpy_mlp(critic)
         std = np.exp(log_std.detach().numpy())
         log_norm = float(log_std.detach().sum()) + 0.5 * LOG_2PI * action_size
+        rows = steps
         for step in range(steps):
             obs_buf[step] = x
             noise = noise_rng.standard_normal((n, action_size), np.float32)
@@ -369,14 +402,16 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             t0 = time.perf_counter()
             observation, reward, terminated, truncated, info = envs.step(np.clip(action, -1.0, 1.0))
             env_seconds += time.perf_counter() - t0
-            global_step += n
             flat = flat_observation(observation)
             normalizer.update(flat)
             x = normalizer(flat)
             reward = reward.astype(np.float32)
             ended = terminated | truncated
+            env_steps = vector_env_steps(info, ended)
+            global_step += int(env_steps.sum())
+            agent_steps += n
             episode_return += reward
-            episode_length += 1
+            episode_length += env_steps
 
             if ended.any():
                 final_info = info["final_info"]
@@ -396,25 +431,31 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                     episode_return[i], episode_length[i] = 0.0, 0
             reward_buf[step] = reward
             end_buf[step] = ended
+            if coded_skills is not None and step > 0 and global_step >= args.total_timesteps:
+                rows = step + 1  # the env-step budget is spent: learn from the rows so far
+                break
 
         t0 = time.perf_counter()
         next_value = value_of(x)[:, 0]
+        values = value_buf[:rows]
         advantages = generalised_advantages(
-            reward_buf, value_buf, end_buf, next_value, args.gamma, args.gae_lambda
+            reward_buf[:rows], values, end_buf[:rows], next_value, args.gamma, args.gae_lambda
         )
-        returns = advantages + value_buf
+        returns = advantages + values
 
-        b_obs = torch.from_numpy(obs_buf.reshape(batch_size, obs_size))
-        b_actions = torch.from_numpy(action_buf.reshape(batch_size, action_size))
-        b_logprobs = torch.from_numpy(logprob_buf.reshape(-1))
+        rollout_size = rows * n
+        rollout_minibatch = min(minibatch_size, rollout_size)
+        b_obs = torch.from_numpy(obs_buf[:rows].reshape(rollout_size, obs_size))
+        b_actions = torch.from_numpy(action_buf[:rows].reshape(rollout_size, action_size))
+        b_logprobs = torch.from_numpy(logprob_buf[:rows].reshape(-1))
         b_advantages = torch.from_numpy(advantages.reshape(-1))
         b_returns = torch.from_numpy(returns.reshape(-1))
-        b_values = torch.from_numpy(value_buf.reshape(-1))
+        b_values = torch.from_numpy(values.reshape(-1))
         clipfracs = []
         for _ in range(args.update_epochs):
-            order = torch.randperm(batch_size)
-            for start in range(0, batch_size - minibatch_size + 1, minibatch_size):
-                mb = order[start : start + minibatch_size]
+            order = torch.randperm(rollout_size)
+            for start in range(0, rollout_size - rollout_minibatch + 1, rollout_minibatch):
+                mb = order[start : start + rollout_minibatch]
                 new_logprob = gaussian_log_prob(b_actions[mb], actor(b_obs[mb]), log_std)
                 logratio = new_logprob - b_logprobs[mb]
                 ratio = logratio.exp()
@@ -449,7 +490,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         learn_seconds += time.perf_counter() - t0
 
         var_returns = np.var(returns)
-        explained = np.nan if var_returns == 0 else 1 - np.var(returns - value_buf) / var_returns
+        explained = np.nan if var_returns == 0 else 1 - np.var(returns - values) / var_returns
         wall = time.perf_counter() - start_time - eval_seconds
         sps = global_step / wall
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
@@ -466,7 +507,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         writer.add_scalar("time/train_seconds", wall, global_step)
         for tag, value in curriculum_scalars(curriculum).items():
             writer.add_scalar(tag, value, global_step)
-        if global_step >= next_print or iteration == num_iterations:
+        if global_step >= next_print or global_step >= args.total_timesteps:
             next_print = (global_step // args.print_every + 1) * args.print_every
             success = np.mean(recent_success) if recent_success else float("nan")
             mean_return = np.mean(recent_return) if recent_return else float("nan")
@@ -476,21 +517,23 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                 f"v_loss {v_loss.item():.4f} kl {approx_kl.item():.4f} "
                 f"std {torch.exp(log_std).mean().item():.3f}"
             )
-        if args.eval_every and global_step >= next_eval and iteration < num_iterations:
+        if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
             next_eval = (global_step // args.eval_every + 1) * args.eval_every
             eval_start = time.perf_counter()
-            report = evaluate_and_save(
-                ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
-            )
+            with evaluation():
+                report = evaluate_and_save(
+                    ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
+                )
             evals.append(report.curve_point(global_step=global_step))
             eval_seconds += time.perf_counter() - eval_start
 
     envs.close()
     train_seconds = time.perf_counter() - start_time - eval_seconds
     eval_start = time.perf_counter()
-    report = evaluate_and_save(
-        ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
-    )
+    with evaluation():
+        report = evaluate_and_save(
+            ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
+        )
     evals.append(report.curve_point(global_step=global_step))
     eval_seconds += time.perf_counter() - eval_start
     summary = {
@@ -514,6 +557,12 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         "evals": evals,
         "checkpoint": str(run_dir / "checkpoint.pt"),
     }
+    if coded_skills is not None:
+        summary["coded_actions"] = {
+            "skills": list(coded_skills),
+            "max_skill_steps": args.coded_max_steps,
+            "agent_steps": agent_steps,
+        }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     writer.close()
     if args.track:
@@ -522,4 +571,4 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
 
 
 if __name__ == "__main__":
-    train(tyro.cli(Args))
+    train(tyro.cli(Args, prog="python -m gameon.baselines.ppo"))

@@ -32,11 +32,20 @@ is saved with each checkpoint (in `extra["curriculum"]`) and in run_dir/curricul
 TensorBoard gets training success per skill and, after each step that ended an episode, for
 hand `curriculum/stage`, for lp the sampling probability of each skill (`curriculum/p_{skill}`,
 summed over its instructions).
+
+`--coded-skills templates` (or a skill-library JSON) offers coded skills beside the continuous
+action (`experimenter.coded_actions.CodedActions`, RL-GPT's coded actions), in training and
+evaluation. One agent step may then be many env steps: `total_timesteps`, `learning_starts` and
+every step count stay in env steps, so runs with and without coded actions are compared at the
+same env-step budget (a run may pass it by the last agent step's coded actions). Without the
+option nothing changes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -73,6 +82,13 @@ from gameon.baselines.common import (
 from gameon.baselines.datasets import run_episode
 from gameon.benchmark.evaluation import EvalReport
 from gameon.envs.language import all_instructions
+from gameon.experimenter.coded_actions import (
+    DEFAULT_MAX_SKILL_STEPS,
+    coded_evaluation,
+    load_coded_skills,
+    make_coded_training_envs,
+    vector_env_steps,
+)
 from gameon.experimenter.curriculum import (
     curriculum_brief,
     curriculum_label,
@@ -153,6 +169,12 @@ class Args:
     """log losses to TensorBoard every this many gradient updates"""
     hidden: tuple[int, ...] = (256, 256)
     """hidden layer widths of the actor and of each Q network"""
+    coded_skills: str | None = None
+    """coded actions (RL-GPT): "templates" (coded_api.TEMPLATES) or a skill-library JSON whose
+    coded skills each add an action dim that runs the skill when its score is the largest and > 0
+    (see experimenter.coded_actions); None: off"""
+    coded_max_steps: int = DEFAULT_MAX_SKILL_STEPS
+    """with coded_skills: env steps one coded action may take"""
 
     buffer_size: int = 1_000_000
     """replay capacity in transitions (never more than total_timesteps are allocated)"""
@@ -216,6 +238,10 @@ def check_args(args: Args) -> None:
         raise ValueError(f"demo_ratio must be in (0, 1), got {args.demo_ratio}")
     if args.learning_starts < 0:
         raise ValueError(f"learning_starts must be >= 0, got {args.learning_starts}")
+    if args.coded_max_steps < 1:
+        raise ValueError(f"coded_max_steps must be >= 1, got {args.coded_max_steps}")
+    if args.coded_skills is not None and (args.capture_video or args.demo_episodes):
+        raise ValueError("coded_skills works without capture_video and demo_episodes")
     if not 0.0 < args.tau <= 1.0:
         raise ValueError(f"tau must be in (0, 1], got {args.tau}")
     if not args.hidden or any(width < 1 for width in args.hidden):
@@ -390,6 +416,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     """
     check_args(args)
     curriculum = make_training_curriculum(args)
+    coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
     if args.track:
         try:
             import wandb
@@ -418,7 +445,12 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
     )
 
-    envs = make_training_envs(args, curriculum)
+    if coded_skills is None:
+        envs = make_training_envs(args, curriculum)
+        evaluation = contextlib.nullcontext
+    else:
+        envs = make_coded_training_envs(args, curriculum, coded_skills)
+        evaluation = functools.partial(coded_evaluation, coded_skills, args.coded_max_steps)
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     policy_net = SquashedGaussianPolicy(obs_size, action_size, args.hidden)
@@ -456,7 +488,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     tally = SkillTally()
     evals: list[dict] = []
     env_seconds = learn_seconds = eval_seconds = 0.0
-    global_step, updates = 0, 0
+    global_step, agent_steps, updates = 0, 0, 0
     next_eval, next_print = args.eval_every, args.print_every
     losses: dict[str, float] = {}
 
@@ -477,12 +509,14 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         t0 = time.perf_counter()
         observation, reward, terminated, truncated, info = envs.step(action)
         env_seconds += time.perf_counter() - t0
-        global_step += n
+        ended = terminated | truncated
+        env_steps = vector_env_steps(info, ended)
+        global_step += int(env_steps.sum())
+        agent_steps += n
         next_flat = flat_observation(observation)
         stored_next = next_flat
         episode_return += reward
-        episode_length += 1
-        ended = terminated | truncated
+        episode_length += env_steps
         if ended.any():
             stored_next = next_flat.copy()
             final_info = info["final_info"]
@@ -582,18 +616,20 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
             next_eval = (global_step // args.eval_every + 1) * args.eval_every
             eval_start = time.perf_counter()
-            report = evaluate_and_save(
-                ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
-            )
+            with evaluation():
+                report = evaluate_and_save(
+                    ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
+                )
             evals.append(report.curve_point(global_step=global_step))
             eval_seconds += time.perf_counter() - eval_start
 
     envs.close()
     train_seconds = time.perf_counter() - start_time - eval_seconds
     eval_start = time.perf_counter()
-    report = evaluate_and_save(
-        ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
-    )
+    with evaluation():
+        report = evaluate_and_save(
+            ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
+        )
     evals.append(report.curve_point(global_step=global_step))
     eval_seconds += time.perf_counter() - eval_start
     summary = {
@@ -620,6 +656,12 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         "evals": evals,
         "checkpoint": str(run_dir / "checkpoint.pt"),
     }
+    if coded_skills is not None:
+        summary["coded_actions"] = {
+            "skills": list(coded_skills),
+            "max_skill_steps": args.coded_max_steps,
+            "agent_steps": agent_steps,
+        }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     writer.close()
     if args.track:
@@ -628,4 +670,4 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
 
 
 if __name__ == "__main__":
-    train(tyro.cli(Args))
+    train(tyro.cli(Args, prog="python -m gameon.baselines.sac"))

@@ -70,9 +70,12 @@ TOLERANCE_RULE = (
 PATH_ARGS = ("datasets_path", "run_dir", "init_checkpoint")
 """Learner Args that name the run's own folders, which an audit's re-run differs in."""
 REPRODUCED = ("reproduced", "within tolerance")
-OFF_BY_DEFAULT = {"vlm_code_skills": False, "coded_skills": None}
+OFF_BY_DEFAULT = {"vlm_code_skills": False, "vlm_max_cost": None, "coded_skills": None}
 """Config fields added after some records were made whose default turns their feature off, so a
 record without them ran as the default says; any other absent field makes a record unauditable."""
+ONLY_WITH = {"coded_max_steps": "coded_skills"}
+"""Config fields read only when another field turns their feature on: absent, with the feature
+off, they changed nothing."""
 
 
 class NotAuditable(ValueError):
@@ -234,7 +237,12 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
     notes = [f"rebuilt from the record's {source} ({cls.__module__}.{cls.__name__})"]
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     absent = [name for name in names if name not in raw]
-    unsafe = [n for n in absent if n not in OFF_BY_DEFAULT or defaults[n] != OFF_BY_DEFAULT[n]]
+    unsafe = [
+        name
+        for name in absent
+        if not (name in OFF_BY_DEFAULT and defaults[name] == OFF_BY_DEFAULT[name])
+        and not (name in ONLY_WITH and raw.get(ONLY_WITH[name]) is None)
+    ]
     if unsafe:
         raise NotAuditable(
             f"{source} lacks {', '.join(unsafe)} (made at commit {record.git_commit}, before "
