@@ -87,3 +87,36 @@ class ScriptedServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
+
+
+def openai_reply(content: str) -> Scripted:
+    """A chat completion answering `content`: 100 prompt and 20 completion tokens."""
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }
+    return Scripted(200, json.dumps(body))
+
+
+def gemini_reply(content: str, thinking_tokens: int = 0) -> Scripted:
+    """A generateContent answer: 100 prompt and 20 candidate tokens, and thinking tokens if any."""
+    usage = {"promptTokenCount": 100, "candidatesTokenCount": 20}
+    if thinking_tokens:
+        usage["thoughtsTokenCount"] = thinking_tokens
+    body = {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": content}]}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": usage,
+    }
+    return Scripted(200, json.dumps(body))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_http import Scripted, ScriptedServer
+from fake_http import Scripted, ScriptedServer, gemini_reply, openai_reply
 
 from gameon.experimenter.coded_api import API_REFERENCE, TEMPLATES
 from gameon.experimenter.sandbox import check_source
@@ -199,32 +199,7 @@ class Provider:
 
     def reply(self, content: str) -> Scripted:
         """A successful reply whose answer text is `content`."""
-        if self.name == "openai":
-            body: dict[str, object] = {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "fake",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-            }
-        else:
-            body = {
-                "candidates": [
-                    {
-                        "content": {"role": "model", "parts": [{"text": content}]},
-                        "finishReason": "STOP",
-                    }
-                ],
-                "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20},
-            }
-        return Scripted(200, json.dumps(body))
+        return openai_reply(content) if self.name == "openai" else gemini_reply(content)
 
     def backend(self, run_dir: Path) -> Backend:
         transcript = Transcript(run_dir)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_http import Scripted, ScriptedServer
+from fake_http import Scripted, ScriptedServer, gemini_reply, openai_reply
 
 from gameon.benchmark.matrix import parse_spec
 from gameon.experimenter.curriculum import task_set
@@ -41,38 +41,9 @@ GEMINI_CALL_USD = (100 * 0.30 + (20 + 30) * 2.50) / 1e6
 """one fake Gemini answer at gemini-2.5-flash's prices (thinking tokens billed as output)"""
 
 
-def openai_reply(content: str) -> Scripted:
-    """A chat completion answering `content`, 100 prompt and 20 completion tokens."""
-    body = {
-        "id": "x",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "fake",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-    }
-    return Scripted(200, json.dumps(body))
-
-
-def gemini_reply(content: str) -> Scripted:
-    """A generateContent answer: 100 prompt, 20 candidate and 30 thinking tokens."""
-    body = {
-        "candidates": [
-            {"content": {"role": "model", "parts": [{"text": content}]}, "finishReason": "STOP"}
-        ],
-        "usageMetadata": {
-            "promptTokenCount": 100,
-            "candidatesTokenCount": 20,
-            "thoughtsTokenCount": 30,
-        },
-    }
-    return Scripted(200, json.dumps(body))
+def gemini_thinking_reply(content: str) -> Scripted:
+    """A generateContent answer with 30 thinking tokens besides its 100 + 20."""
+    return gemini_reply(content, thinking_tokens=30)
 
 
 def camera(seed: int) -> np.ndarray:
@@ -129,7 +100,7 @@ def provider(request: pytest.FixtureRequest) -> Iterator[Provider]:
                 transcript=Transcript(run_dir),
             )
 
-        yield server, gemini_reply, backend, GEMINI_CALL_USD
+        yield server, gemini_thinking_reply, backend, GEMINI_CALL_USD
     server.close()
 
 

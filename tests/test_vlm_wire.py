@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_http import Scripted, ScriptedServer
+from fake_http import Scripted, ScriptedServer, gemini_reply, openai_reply
 
 from gameon.experimenter.curriculum import LearningProgressCurriculum, task_set
 from gameon.experimenter.vlm import GeminiBackend, Transcript, make_backend
@@ -49,32 +49,7 @@ class Provider:
 
     def reply(self, content: str) -> Scripted:
         """A successful reply whose answer text is `content`."""
-        if self.name == "openai":
-            body = {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "fake",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-            }
-        else:
-            body = {
-                "candidates": [
-                    {
-                        "content": {"role": "model", "parts": [{"text": content}]},
-                        "finishReason": "STOP",
-                    }
-                ],
-                "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20},
-            }
-        return Scripted(200, json.dumps(body))
+        return openai_reply(content) if self.name == "openai" else gemini_reply(content)
 
     def error(self, status: int) -> Scripted:
         body = {"error": {"code": status, "message": f"scripted {status}", "status": "UNAVAILABLE"}}
