@@ -476,10 +476,12 @@ def evaluate_and_save(
     writer: SummaryWriter,
     on_eval: Callable[[Policy, EvalReport, int], None] | None,
     curriculum: Curriculum,
+    env_wrapper: Callable[[gym.Env], gym.Env] | None = None,
 ) -> EvalReport:
     """Score an online learner's deterministic policy on the shared suite, tell the curriculum
     (`update_evaluation`); write eval.json, checkpoint.pt and curriculum.json (the curriculum's
-    state, also in the checkpoint's extra).
+    state, also in the checkpoint's extra). `env_wrapper` wraps the evaluation env as the
+    training envs are wrapped (coded actions).
 
     `args` is the learner's Args dataclass: saved whole in the checkpoint, and read for env_id,
     reward_mode, eval_episodes_per_skill, capture_video (an MP4 per evaluation in
@@ -493,6 +495,7 @@ def evaluate_and_save(
         episodes_per_skill=args.eval_episodes_per_skill,
         env_kwargs={"reward_mode": args.reward_mode},
         video=run_dir / "videos" / f"eval_{global_step}.mp4" if args.capture_video else None,
+        wrapper=env_wrapper,
     )
     actor.train()
     torch.set_num_threads(args.torch_threads)

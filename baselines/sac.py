@@ -43,9 +43,7 @@ option nothing changes.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import json
 import math
 import time
@@ -84,7 +82,7 @@ from gameon.benchmark.evaluation import EvalReport
 from gameon.envs.language import all_instructions
 from gameon.experimenter.coded_actions import (
     DEFAULT_MAX_SKILL_STEPS,
-    coded_evaluation,
+    coded_wrapper,
     load_coded_skills,
     make_coded_training_envs,
     vector_env_steps,
@@ -447,10 +445,10 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
 
     if coded_skills is None:
         envs = make_training_envs(args, curriculum)
-        evaluation = contextlib.nullcontext
+        env_wrapper = None
     else:
         envs = make_coded_training_envs(args, curriculum, coded_skills)
-        evaluation = functools.partial(coded_evaluation, coded_skills, args.coded_max_steps)
+        env_wrapper = coded_wrapper(coded_skills, args.coded_max_steps)
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     policy_net = SquashedGaussianPolicy(obs_size, action_size, args.hidden)
@@ -616,20 +614,36 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
             next_eval = (global_step // args.eval_every + 1) * args.eval_every
             eval_start = time.perf_counter()
-            with evaluation():
-                report = evaluate_and_save(
-                    ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
-                )
+            report = evaluate_and_save(
+                ALGO,
+                args,
+                actor,
+                normalizer,
+                run_dir,
+                global_step,
+                writer,
+                on_eval,
+                curriculum,
+                env_wrapper=env_wrapper,
+            )
             evals.append(report.curve_point(global_step=global_step))
             eval_seconds += time.perf_counter() - eval_start
 
     envs.close()
     train_seconds = time.perf_counter() - start_time - eval_seconds
     eval_start = time.perf_counter()
-    with evaluation():
-        report = evaluate_and_save(
-            ALGO, args, actor, normalizer, run_dir, global_step, writer, on_eval, curriculum
-        )
+    report = evaluate_and_save(
+        ALGO,
+        args,
+        actor,
+        normalizer,
+        run_dir,
+        global_step,
+        writer,
+        on_eval,
+        curriculum,
+        env_wrapper=env_wrapper,
+    )
     evals.append(report.curve_point(global_step=global_step))
     eval_seconds += time.perf_counter() - eval_start
     summary = {

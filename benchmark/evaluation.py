@@ -124,10 +124,13 @@ def evaluate(
     env_kwargs: dict | None = None,
     on_frame: Callable[[np.ndarray], None] | None = None,
     video: Path | None = None,
+    wrapper: Callable[[gym.Env], gym.Env] | None = None,
 ) -> EvalReport:
     """Run a policy on every task of the suite; `on_frame` receives rendered frames if given.
 
-    A policy with a `reset()` method has it called at the start of every episode.
+    A policy with a `reset()` method has it called at the start of every episode. `wrapper`
+    wraps the env the policy acts in (e.g. `experimenter.coded_actions.CodedActions`); a step
+    whose info has `env_steps` counts that many env steps in the episode's length.
 
     With `video`, the episodes are also filmed one after another into that MP4 file (its folder is
     created) at the env's render fps; this needs imageio and its ffmpeg plugin.
@@ -137,6 +140,8 @@ def evaluate(
     if on_frame is not None or video is not None:
         kwargs.setdefault("render_mode", "rgb_array")
     env = gym.make(env_id, **kwargs)
+    if wrapper is not None:
+        env = wrapper(env)
     with contextlib.ExitStack() as stack:
         frame_sinks = [] if on_frame is None else [on_frame]
         if video is not None:
@@ -151,7 +156,7 @@ def evaluate(
             while not done:
                 observation, reward, terminated, truncated, info = env.step(policy(observation))
                 episode_return += float(reward)
-                length += 1
+                length += int(info.get("env_steps", 1))
                 done = terminated or truncated
                 if frame_sinks:
                     frame = env.render()

@@ -30,25 +30,23 @@ discounting inside a coded action, and a learner that discounts per agent step d
 coded action as one step.
 
 For the baselines (`--coded-skills`): `load_coded_skills` reads "templates" or a skill-library
-JSON, `make_coded_training_envs` wraps the curriculum vector envs, `evaluate_coded` runs the
-shared suite through the wrapper, and `coded_evaluation` makes `evaluate_and_save` use it.
+JSON, `make_coded_training_envs` wraps the curriculum vector envs, and `coded_wrapper` is the
+wrapper `evaluate_and_save` (and `benchmark.evaluation.evaluate`) puts around the evaluation env.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from gameon.benchmark.evaluation import EvalEpisode, EvalReport, EvalTask, evaluation_suite
-from gameon.envs import language, oracle
+from gameon.envs import oracle
 from gameon.experimenter.coded_api import TEMPLATES, scene_message
 from gameon.experimenter.sandbox import SandboxedSkill, SandboxLimits, SkillRejected
 from gameon.experimenter.skills import CodedExecutor, SkillLibrary
@@ -193,72 +191,11 @@ def load_coded_skills(spec: str) -> dict[str, str]:
     return skills
 
 
-def evaluate_coded(
-    policy: Any,
-    env_id: str,
-    suite: list[EvalTask] | None = None,
-    episodes_per_skill: int = 10,
-    env_kwargs: dict | None = None,
-    on_frame: Any = None,
-    video: Path | None = None,
-    *,
-    coded_skills: Mapping[str, str],
-    max_skill_steps: int = DEFAULT_MAX_SKILL_STEPS,
-) -> EvalReport:
-    """`evaluation.evaluate` on a CodedActions-wrapped env: the shared suite, success by the
-    oracle, episode lengths in env steps; frames and video are not supported."""
-    if on_frame is not None or video is not None:
-        raise ValueError("evaluation with coded actions records no frames or video")
-    suite = suite if suite is not None else evaluation_suite(env_id, episodes_per_skill)
-    env = CodedActions(gym.make(env_id, **(env_kwargs or {})), coded_skills, max_skill_steps)
-    reset_policy = getattr(policy, "reset", None)
-    episodes = []
-    for task in suite:
-        observation, info = env.reset(seed=task.seed, options={"instruction": task.instruction})
-        if reset_policy is not None:
-            reset_policy()
-        episode_return, length, done = 0.0, 0, False
-        while not done:
-            observation, reward, terminated, truncated, info = env.step(policy(observation))
-            episode_return += float(reward)
-            length += info["env_steps"]
-            done = terminated or truncated
-        episodes.append(
-            EvalEpisode(
-                instruction=task.instruction,
-                skill=language.parse(task.instruction).skill,
-                seed=task.seed,
-                success=bool(info["success"]),
-                episode_return=episode_return,
-                length=length,
-            )
-        )
-    env.close()
-    return EvalReport(env_id, tuple(episodes))
-
-
 def coded_wrapper(coded_skills: Mapping[str, str], max_skill_steps: int) -> Any:
     """A picklable `env -> CodedActions(env, ...)`, for `gym.make_vec(wrappers=[...])`."""
     return functools.partial(
         CodedActions, coded_skills=dict(coded_skills), max_skill_steps=max_skill_steps
     )
-
-
-@contextlib.contextmanager
-def coded_evaluation(coded_skills: Mapping[str, str], max_skill_steps: int) -> Iterator[None]:
-    """Within the block, the baselines' shared evaluation (`baselines.common.evaluate`, which
-    `evaluate_and_save` calls) runs on CodedActions-wrapped envs; `evaluate_and_save` takes no
-    env wrapper, and this keeps its checkpoint, eval.json and curriculum reporting in one place."""
-    from gameon.baselines import common
-
-    original = common.evaluate
-    common.evaluate = functools.partial(
-        evaluate_coded, coded_skills=dict(coded_skills), max_skill_steps=max_skill_steps
-    )
-    try:
-        yield
-    finally:
-        common.evaluate = original
 
 
 def make_coded_training_envs(
