@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from RestrictedPython import compile_restricted_exec
@@ -309,6 +310,7 @@ def _tool_command(tool: str) -> list[str] | None:
             "/proc",
             "--tmpfs",
             "/tmp",
+            *_tmp_binds(),
             "--unshare-net",
             "--unshare-ipc",
             "--unshare-pid",
@@ -327,6 +329,19 @@ def _tool_command(tool: str) -> list[str] | None:
         shell = shutil.which("sh") or "/bin/sh"
         return [*command, "--mount-proc", "--", shell, "-c", '"$@"; exit $?', "sh"]
     raise ValueError(f"unknown sandbox tool {tool!r}; accepted: auto, bwrap, unshare")
+
+
+def _tmp_binds() -> list[str]:
+    """Read-only binds, over the private /tmp, of what the child's Python needs that lives under
+    /tmp (a checkout or virtual environment there); empty in the usual case."""
+    import gameon
+
+    needed = {Path(sys.prefix).resolve(), Path(gameon.__file__).resolve().parents[1]}
+    binds = []
+    for path in sorted(needed):
+        if path.is_relative_to("/tmp") and path != Path("/tmp"):
+            binds += ["--ro-bind", str(path), str(path)]
+    return binds
 
 
 @functools.lru_cache(maxsize=8)
