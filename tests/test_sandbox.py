@@ -479,3 +479,15 @@ def test_reference_example_places_to_the_right() -> None:
         wins += run_episode(env, reference_example())
     env.close()
     assert wins >= 2, f"{wins}/3"
+
+
+def test_a_checkout_or_environment_under_tmp_stays_visible_under_bwraps_private_tmp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sandbox.sys, "prefix", "/tmp/some-checkout/.venv")
+    venv = "/tmp/some-checkout/.venv"
+    binds = sandbox._tmp_binds()
+    at = binds.index(venv)
+    assert binds[at - 1 : at + 2] == ["--ro-bind", venv, venv]
+    monkeypatch.setattr(sandbox.sys, "prefix", "/opt/venv")
+    assert "/opt/venv" not in sandbox._tmp_binds()
