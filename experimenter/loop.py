@@ -613,19 +613,23 @@ def vlm_reflect(
     )
     report: dict[str, Any] = {"analysis": statuses, "new_skill": None}
     if config.vlm_code_skills:
-        rng = np.random.default_rng([config.seed, iteration, 5])
-        trials = [int(s) for s in rng.integers(SEED_LOW, SEED_HIGH, size=config.vlm_verify_trials)]
+        trials = trial_seeds(config, iteration, stream=5)
         tasks = task_set(config.practice_env_id)
         report["coding"] = code_skills(
             curriculum, embodiment, tasks, trials, config.promote_threshold
         )
     if config.vlm_add_skills:
-        rng = np.random.default_rng([config.seed, iteration, 3])
-        trials = [int(s) for s in rng.integers(SEED_LOW, SEED_HIGH, size=config.vlm_verify_trials)]
+        trials = trial_seeds(config, iteration, stream=3)
         report["new_skill"] = add_verified_skill(
             curriculum, embodiment, trials, config.promote_threshold
         )
     return report
+
+
+def trial_seeds(config: LoopConfig, iteration: int, stream: int) -> list[int]:
+    """Reset seeds of an iteration's verification trials, from (seed, iteration, stream)."""
+    rng = np.random.default_rng([config.seed, iteration, stream])
+    return [int(s) for s in rng.integers(SEED_LOW, SEED_HIGH, size=config.vlm_verify_trials)]
 
 
 def demonstrate_failures(

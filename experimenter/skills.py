@@ -42,6 +42,8 @@ from gameon.benchmark.atomic import atomic_write
 from gameon.envs import language, oracle
 from gameon.envs.experts import make_expert
 from gameon.envs.language import COLOURS, SKILLS, Instruction, parse
+from gameon.experimenter.coded_api import scene_message
+from gameon.experimenter.sandbox import SandboxedSkill, SkillRejected
 
 LIBRARY_FORMAT = "gameon-skill-library-v1"
 EXECUTOR_KINDS = ("scripted", "learned", "macro", "coded")
@@ -184,22 +186,15 @@ class CodedPolicy:
     (zero velocities, the gripper as last commanded). `close()` ends the child process."""
 
     def __init__(self, executor: CodedExecutor, env: Any, instruction: Instruction) -> None:
-        from gameon.experimenter.sandbox import SandboxedSkill
-
         self.executor, self.env = executor, env
         self.skill = SandboxedSkill(
             executor.source, list(instruction.objects), relation=instruction.relation
         )
-        from gameon.experimenter.coded_api import scene_message
-
         holding = any(block["grasped"] for block in scene_message(env)["blocks"].values())
         self.hold = np.array([0, 0, 0, 0, 1.0 if holding else -1.0], np.float32)
         self.finished = False
 
     def __call__(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        from gameon.experimenter.coded_api import scene_message
-        from gameon.experimenter.sandbox import SkillRejected
-
         if self.finished:
             return self.hold.copy()
         try:

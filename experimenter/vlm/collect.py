@@ -20,10 +20,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import itertools
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gameon.envs.language import Instruction
+from gameon.experimenter.curriculum import tasks_by_skill
 from gameon.experimenter.embodiment import Embodiment
 from gameon.experimenter.skills import (
     CodedExecutor,
@@ -50,6 +53,16 @@ class PlannedEmbodiment(Embodiment):
             return super().plan(task)
         steps = [part for step in planned for part in self.library.decompose(step, self.atomic)]
         return self.check_plan(task, steps)
+
+    @contextlib.contextmanager
+    def library_plans(self) -> Iterator[None]:
+        """Within the block, tasks run as the library decomposes them (verification trials must
+        not follow the model's plans for the iteration's tasks); the plans return after it."""
+        plans, self.plans = self.plans, {}
+        try:
+            yield
+        finally:
+            self.plans = plans
 
 
 def plan_tasks(
@@ -107,13 +120,11 @@ def add_verified_skill(
     if skill is None:
         return None
     colours = tuple(embodiment.env.unwrapped.colours)
-    plans, embodiment.plans = embodiment.plans, {}
-    try:
-        successes, steps = modules.verify_skill(skill, embodiment, seeds, colours)
-    except ValueError as error:
-        successes, steps, rationale = 0, 0, f"{rationale}; could not run: {error}"
-    finally:
-        embodiment.plans = plans
+    with embodiment.library_plans():
+        try:
+            successes, steps = modules.verify_skill(skill, embodiment, seeds, colours)
+        except ValueError as error:
+            successes, steps, rationale = 0, 0, f"{rationale}; could not run: {error}"
     added = successes >= threshold * len(seeds)
     if added:
         embodiment.library.add(skill)
@@ -157,7 +168,7 @@ def code_skills(
             report["reason"] = "the fast agent gave no valid source"
             continue
         executor = CodedExecutor(answer.source)
-        trials = [task for task in tasks if parse_skill(task) == decision.skill]
+        trials = tasks_by_skill(tasks).get(decision.skill, ())
         verification = verify_coded(executor, embodiment, trials, seeds)
         added = verification["successes"] >= threshold * verification["trials"]
         if added:
@@ -176,29 +187,19 @@ def code_skills(
     return {"decisions": [d.model_dump() for d in decisions], "coded": reports}
 
 
-def parse_skill(task: str) -> str:
-    """The grammar skill of a task text."""
-    return as_instruction(task).skill
-
-
 def verify_coded(
     executor: CodedExecutor,
     embodiment: PlannedEmbodiment,
     tasks: Sequence[str],
     seeds: Sequence[int],
 ) -> dict[str, Any]:
-    """Run the coded skill on one task per seed (cycling through `tasks`); the oracle judges."""
-    plans, embodiment.plans = embodiment.plans, {}
+    """Run the coded skill on one task per seed (cycling through `tasks`; none without tasks);
+    the oracle judges."""
     outcomes = []
-    try:
-        for index, seed in enumerate(seeds):
-            task = tasks[index % len(tasks)] if tasks else None
-            if task is None:
-                break
+    with embodiment.library_plans():
+        for task, seed in zip(itertools.cycle(tasks), seeds) if tasks else ():
             record = embodiment.execute(task, int(seed), executor=executor)
             outcomes.append({"task": task, "seed": int(seed), "success": bool(record.success)})
-    finally:
-        embodiment.plans = plans
     successes = sum(outcome["success"] for outcome in outcomes)
     return {
         "trials": len(outcomes),
