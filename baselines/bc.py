@@ -5,16 +5,16 @@
     python -m gameon.baselines.bc --dataset-id gameon/stack-expert-v0 --num-updates 20000
 
 Reads a Minari dataset written by `gameon.baselines.datasets` (or the experimenter's embodiment),
-normalises observations with the dataset's statistics and trains `common.ChunkedActor` by
+normalises observations with the dataset's statistics and trains `ChunkedActor` by
 minibatch Adam: from the observation at step t it predicts the actions of steps t .. t +
 chunk_length - 1 of the same segment (ACT, Zhao et al. 2023). Losses: mean squared error on the
 continuous dims (vx, vy, vz, yaw; tanh-squashed) and, with `binary_gripper`, binary cross-entropy
 of the gripper logit against "closed" (action > 0); both masked beyond the segment's end (a chunk
-never crosses into the next skill or episode). At evaluation `common.ChunkingPolicy` averages the
+never crosses into the next skill or episode). At evaluation `ChunkingPolicy` averages the
 predictions of the last chunk_length chunks for the current step (temporal ensembling). With
 `--chunk-length 1 --no-binary-gripper` this is plain BC of a deterministic tanh actor (MSE).
 
-Evaluates on the dataset's env with the shared suite (`benchmark.evaluation`) and writes, under
+Evaluates on the dataset's env with the shared suite (`gameon.evaluation`) and writes, under
 `run_dir`: TensorBoard logs, `checkpoint.pt`, `eval.json`, `summary.json` and, with
 `--capture-video`, one evaluation MP4 per skill in `videos/`.
 """
@@ -41,7 +41,14 @@ from gameon.baselines.datasets import (
     observation_normalizer,
     write_json,
 )
-from gameon.benchmark.evaluation import format_table
+from gameon.evaluation import format_table
+from gameon.policy import (
+    ChunkedActor,
+    check_env_id,
+    make_policy,
+    save_checkpoint,
+    warm_start,
+)
 
 ALGO = "bc"
 
@@ -112,7 +119,7 @@ def train(args: Args) -> dict:
 
     data = load(args.dataset_id, args.datasets_path)
     env_id = args.env_id or data.env_id
-    common.check_env_id(env_id)
+    check_env_id(env_id)
     env = gym.make(env_id)
     check_compatible(data, env)
     env.close()
@@ -131,7 +138,7 @@ def train(args: Args) -> dict:
         data = data.subset(data.segment_success)
         if data.size == 0:
             raise ValueError(f"dataset {args.dataset_id} has no successful segment to learn from")
-    actor = common.ChunkedActor(
+    actor = ChunkedActor(
         data.obs_size,
         data.action_size,
         args.hidden,
@@ -141,7 +148,7 @@ def train(args: Args) -> dict:
     ).to(device)
     normalizer = observation_normalizer(data)
     if args.init_checkpoint is not None:
-        normalizer = common.warm_start(actor, args.init_checkpoint)
+        normalizer = warm_start(actor, args.init_checkpoint)
     observations = torch.as_tensor(normalizer(data.observations), device=device)
     actions = torch.as_tensor(data.actions, device=device)
     # chunk targets: rows t .. t + chunk_length - 1 of t's segment, masked past its end
@@ -206,7 +213,7 @@ def train(args: Args) -> dict:
     train_time = time.perf_counter() - start - eval_time
 
     actor = actor.cpu().eval()
-    checkpoint = common.save_checkpoint(
+    checkpoint = save_checkpoint(
         run_dir / "checkpoint.pt",
         ALGO,
         env_id,
@@ -218,7 +225,7 @@ def train(args: Args) -> dict:
     write_json(run_dir / "eval.json", evaluation)
     videos = []
     if args.capture_video:
-        videos = common.record_videos(common.make_policy(actor, normalizer), env_id, run_dir)
+        videos = common.record_videos(make_policy(actor, normalizer), env_id, run_dir)
         torch.set_num_threads(args.torch_threads)
     writer.close()
 

@@ -44,10 +44,10 @@ from minari.dataset.minari_dataset import parse_dataset_id
 from rich.progress import Progress
 
 import gameon
-from gameon.baselines.common import Normalizer, check_env_id, flat_observation, flat_size
-from gameon.benchmark.atomic import atomic_write
+from gameon.atomic import atomic_write
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.experts import make_expert
+from gameon.policy import Normalizer, check_env_id, flat_observation, flat_size
 
 EPISODES_FILE = "episodes.json"
 """Sidecar file (in the dataset's folder, beside Minari's `data/`) with per-episode records."""
@@ -102,7 +102,7 @@ class OfflineData:
     dataset_id: str
     env_id: str
     observations: np.ndarray
-    """(N, obs_size) float32: `state` then `goal`, as `common.flat_observation` builds them"""
+    """(N, obs_size) float32: `state` then `goal`, as `policy.flat_observation` builds them"""
     actions: np.ndarray
     """(N, action_size) float32"""
     rewards: np.ndarray
@@ -195,7 +195,7 @@ def dataset_dir(dataset_id: str, datasets_path: str | Path | None = None) -> Pat
 
 
 def write_json(path: Path, payload: dict) -> None:
-    """Write JSON atomically and durably (benchmark.atomic: a synced temporary file, a rename)."""
+    """Write JSON atomically and durably (gameon.atomic: a synced temporary file, a rename)."""
     atomic_write(path, json.dumps(payload, indent=2) + "\n")
 
 

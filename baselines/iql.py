@@ -12,12 +12,12 @@ Three losses per update, on one minibatch of dataset transitions (s, a, r, s', t
 - critics: Q1, Q2(s, a) regress r + discount (1 - terminal) V(s'); the target critics follow
   by Polyak averaging;
 - actor: advantage-weighted regression, weight exp(beta (Q(s, a) - V(s))) clipped at
-  `max_weight`, of a `common.ChunkedActor`: from s_t it predicts the chunk a_t .. a_{t+k-1}
+  `max_weight`, of a `ChunkedActor`: from s_t it predicts the chunk a_t .. a_{t+k-1}
   (k = chunk_length) of t's segment; its loss is the squared error of the continuous dims plus,
   with `binary_gripper`, the gripper logit's binary cross-entropy, masked beyond the segment's
   end and weighted by the advantage of (s_t, a_t). The critics and the value stay on single
   actions. With `--chunk-length 1 --no-binary-gripper` the actor is the deterministic tanh actor
-  of plain IQL with a squared error. At evaluation `common.ChunkingPolicy` ensembles the chunks
+  of plain IQL with a squared error. At evaluation `ChunkingPolicy` ensembles the chunks
   (see `gameon.baselines.bc`).
 
 Observations are normalised with the dataset's statistics. Outputs as for `gameon.baselines.bc`:
@@ -48,7 +48,14 @@ from gameon.baselines.datasets import (
     observation_normalizer,
     write_json,
 )
-from gameon.benchmark.evaluation import format_table
+from gameon.evaluation import format_table
+from gameon.policy import (
+    ChunkedActor,
+    check_env_id,
+    make_policy,
+    save_checkpoint,
+    warm_start,
+)
 
 ALGO = "iql"
 
@@ -166,7 +173,7 @@ def train(args: Args) -> dict:
 
     data = load(args.dataset_id, args.datasets_path)
     env_id = args.env_id or data.env_id
-    common.check_env_id(env_id)
+    check_env_id(env_id)
     env = gym.make(env_id)
     check_compatible(data, env)
     env.close()
@@ -181,7 +188,7 @@ def train(args: Args) -> dict:
         "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()),
     )
 
-    actor = common.ChunkedActor(
+    actor = ChunkedActor(
         data.obs_size,
         data.action_size,
         args.hidden,
@@ -191,7 +198,7 @@ def train(args: Args) -> dict:
     ).to(device)
     normalizer = observation_normalizer(data)
     if args.init_checkpoint is not None:  # the actor continues; critics and value start afresh
-        normalizer = common.warm_start(actor, args.init_checkpoint)
+        normalizer = warm_start(actor, args.init_checkpoint)
     observations = torch.as_tensor(normalizer(data.observations), device=device)
     next_observations = torch.as_tensor(normalizer(data.next_observations), device=device)
     actions = torch.as_tensor(data.actions, device=device)
@@ -303,7 +310,7 @@ def train(args: Args) -> dict:
     train_time = time.perf_counter() - start - eval_time
 
     actor = actor.cpu().eval()
-    checkpoint = common.save_checkpoint(
+    checkpoint = save_checkpoint(
         run_dir / "checkpoint.pt",
         ALGO,
         env_id,
@@ -320,7 +327,7 @@ def train(args: Args) -> dict:
     write_json(run_dir / "eval.json", evaluation)
     videos = []
     if args.capture_video:
-        videos = common.record_videos(common.make_policy(actor, normalizer), env_id, run_dir)
+        videos = common.record_videos(make_policy(actor, normalizer), env_id, run_dir)
         torch.set_num_threads(args.torch_threads)
     writer.close()
 

@@ -2,14 +2,14 @@
 
 Run: python -m gameon.baselines.ppo --env-id GameOn/Reach-v0 --seed 1
 
-The policy sees `state` and `goal` concatenated and normalised by running statistics; its mean is
-a `common.Actor` (unsquashed) with a state-independent log std, and actions are clipped to [-1, 1]
-before they reach the env. Rollouts act through NumPy copies of the actor and critic, refreshed
-after every update: two rows per step run ~5x faster in NumPy than through torch's per-operation
-dispatch, which was a sixth of the wall time. Vector envs reset in SAME_STEP mode, so a truncated
-episode is bootstrapped from the value of its final observation and a terminated one is not. At
-the end (and every `eval_every` steps) the deterministic policy runs the shared evaluation suite,
-and the actor and normaliser are saved in the common checkpoint format.
+The policy sees `state` and `goal` concatenated and normalised by running statistics; its mean is a
+`gameon.policy.Actor` (unsquashed) with a state-independent log std, and actions are clipped to
+[-1, 1] before they reach the env. Rollouts act through NumPy copies of the actor and critic,
+refreshed after every update: two rows per step run ~5x faster in NumPy than through torch's per-
+operation dispatch, which was a sixth of the wall time. Vector envs reset in SAME_STEP mode, so a
+truncated episode is bootstrapped from the value of its final observation and a terminated one is
+not. At the end (and every `eval_every` steps) the deterministic policy runs the shared evaluation
+suite, and the actor and normaliser are saved in the common checkpoint format.
 
 With dense reward, training episodes do not end at success unless asked: a near-success state
 pays almost 1 per step, so an episode cut off at success (1, then nothing) would be worth less
@@ -54,26 +54,19 @@ from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 from gameon.baselines.common import (
-    Actor,
-    Normalizer,
-    Policy,
     SkillTally,
     check_curriculum_args,
-    check_env_id,
     default_run_dir,
     evaluate_and_save,
-    flat_observation,
-    flat_size,
     make_training_curriculum,
     make_training_envs,
     seed_everything,
 )
-from gameon.benchmark.evaluation import EvalReport
+from gameon.evaluation import EvalReport
 from gameon.experimenter.coded_actions import (
     DEFAULT_MAX_SKILL_STEPS,
     coded_wrapper,
     load_coded_skills,
-    make_coded_training_envs,
     vector_env_steps,
 )
 from gameon.experimenter.curriculum import (
@@ -82,6 +75,7 @@ from gameon.experimenter.curriculum import (
     curriculum_scalars,
     vlm_usage,
 )
+from gameon.policy import Actor, Normalizer, Policy, check_env_id, flat_observation, flat_size
 
 ALGO = "ppo"
 REWARD_MODES = ("sparse", "dense")
@@ -136,7 +130,7 @@ class Args:
     run_dir: str | None = None
     """where logs, eval.json and checkpoint.pt go; default runs/ppo__{env}__{seed}__{time}"""
     eval_episodes_per_skill: int = 10
-    """evaluation suite size per skill (shared protocol of gameon.benchmark.evaluation)"""
+    """evaluation suite size per skill (shared protocol of gameon.evaluation)"""
     eval_every: int = 0
     """evaluate and checkpoint every this many env steps; 0: only at the end"""
     capture_video: bool = False
@@ -337,12 +331,10 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
     )
 
-    if coded_skills is None:
-        envs = make_training_envs(args, curriculum)
-        env_wrapper = None
-    else:
-        envs = make_coded_training_envs(args, curriculum, coded_skills)
+    env_wrapper = None
+    if coded_skills is not None:
         env_wrapper = coded_wrapper(coded_skills, args.coded_max_steps)
+    envs = make_training_envs(args, curriculum, env_wrapper)
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     actor = make_actor(obs_size, action_size, args.hidden)

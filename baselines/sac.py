@@ -3,11 +3,11 @@
 Run: python -m gameon.baselines.sac --env-id GameOn/Lift-v0 --reward-mode dense --seed 1
 
 The policy sees `state` and `goal` concatenated and normalised by running statistics (raw
-observations sit in the replay buffer and are normalised when sampled). Its tanh-squashed mean is
-a `common.Actor`, which is what the checkpoint keeps; a log-std layer on the actor's last hidden
-features makes it a squashed Gaussian for training. Twin Q networks with Polyak-averaged targets,
-an automatically tuned entropy temperature, and bootstrapping that stops at termination only
-(a truncated transition stores its true final observation, from the vector env's SAME_STEP
+observations sit in the replay buffer and are normalised when sampled). Its tanh-squashed mean is a
+`gameon.policy.Actor`, which is what the checkpoint keeps; a log-std layer on the actor's last
+hidden features makes it a squashed Gaussian for training. Twin Q networks with Polyak-averaged
+targets, an automatically tuned entropy temperature, and bootstrapping that stops at termination
+only (a truncated transition stores its true final observation, from the vector env's SAME_STEP
 autoreset).
 
 `--demo-episodes N` puts N scripted-expert episodes (over the env's instructions, stored as
@@ -62,29 +62,22 @@ from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 from gameon.baselines.common import (
-    Actor,
-    Normalizer,
-    Policy,
     SkillTally,
     check_curriculum_args,
-    check_env_id,
     default_run_dir,
     evaluate_and_save,
-    flat_observation,
-    flat_size,
     make_training_curriculum,
     make_training_envs,
     seed_everything,
     training_env_options,
 )
 from gameon.baselines.datasets import run_episode
-from gameon.benchmark.evaluation import EvalReport
 from gameon.envs.language import all_instructions
+from gameon.evaluation import EvalReport
 from gameon.experimenter.coded_actions import (
     DEFAULT_MAX_SKILL_STEPS,
     coded_wrapper,
     load_coded_skills,
-    make_coded_training_envs,
     vector_env_steps,
 )
 from gameon.experimenter.curriculum import (
@@ -93,6 +86,7 @@ from gameon.experimenter.curriculum import (
     curriculum_scalars,
     vlm_usage,
 )
+from gameon.policy import Actor, Normalizer, Policy, check_env_id, flat_observation, flat_size
 
 ALGO = "sac"
 REWARD_MODES = ("sparse", "dense")
@@ -150,7 +144,7 @@ class Args:
     run_dir: str | None = None
     """where logs, eval.json and checkpoint.pt go; default runs/sac__{env}__{seed}__{time}"""
     eval_episodes_per_skill: int = 10
-    """evaluation suite size per skill (shared protocol of gameon.benchmark.evaluation)"""
+    """evaluation suite size per skill (shared protocol of gameon.evaluation)"""
     eval_every: int = 0
     """evaluate and checkpoint every this many env steps; 0: only at the end"""
     capture_video: bool = False
@@ -247,7 +241,7 @@ def check_args(args: Args) -> None:
 
 
 class SquashedGaussianPolicy(nn.Module):
-    """A `common.Actor` (the checkpointed tanh mean) plus a log-std layer on its hidden features."""
+    """A `policy.Actor` (the checkpointed tanh mean) plus a log-std layer on its hidden features."""
 
     def __init__(self, obs_size: int, action_size: int, hidden: tuple[int, ...]) -> None:
         super().__init__()
@@ -443,12 +437,10 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
     )
 
-    if coded_skills is None:
-        envs = make_training_envs(args, curriculum)
-        env_wrapper = None
-    else:
-        envs = make_coded_training_envs(args, curriculum, coded_skills)
+    env_wrapper = None
+    if coded_skills is not None:
         env_wrapper = coded_wrapper(coded_skills, args.coded_max_steps)
+    envs = make_training_envs(args, curriculum, env_wrapper)
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     policy_net = SquashedGaussianPolicy(obs_size, action_size, args.hidden)

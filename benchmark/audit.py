@@ -42,8 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gameon.benchmark.atomic import atomic_write, file_lock
-from gameon.benchmark.evaluation import SUITE_SEED
+from gameon.atomic import atomic_write, file_lock
 from gameon.benchmark.leaderboard import (
     BOARD_FILE,
     LOCK_FILE,
@@ -58,7 +57,8 @@ from gameon.benchmark.leaderboard import (
     render_markdown,
     shown_protocol,
 )
-from gameon.benchmark.records import RANKED_MODE, Evaluation, RunRecord, load_record
+from gameon.evaluation import SUITE_SEED
+from gameon.records import RANKED_MODE, Evaluation, RunRecord, load_record
 
 AUDIT_ROOT = Path("runs") / "audit"
 Z95 = 1.96
@@ -310,8 +310,7 @@ def contradictions(record: RunRecord, config: Any) -> list[str]:
 def comparison_mode(record: RunRecord) -> tuple[str, list[str]]:
     """bitwise where the record names this machine, these versions and this commit; else
     tolerance, with the reasons."""
-    from gameon.benchmark.integrity import platform_info
-    from gameon.experimenter.loop import git_commit, versions
+    from gameon.integrity import git_commit, platform_info, versions
 
     reasons = []
     here = platform_info()
@@ -372,8 +371,8 @@ def _rerun_collect(plan: Plan, folder: Path) -> Rerun:
 
 
 def _rerun_online(plan: Plan, folder: Path) -> Rerun:
-    from gameon.benchmark.integrity import weights_sha256
     from gameon.envs import ENV_SKILLS
+    from gameon.integrity import weights_sha256
 
     if folder.exists():  # an online run starts over
         shutil.rmtree(folder)

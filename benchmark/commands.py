@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 import tyro
 
 from gameon.benchmark.matrix import DEFAULT_PRESET, PRESETS
-from gameon.cli import missing_extra
+from gameon.extras import missing_extra
 
 DEFAULT_RESULTS_ROOT = Path("runs") / "bench"
 COMMANDS = {

@@ -6,7 +6,7 @@ A submission is the run records (record.json files or run folders) of one group:
 protocol, curriculum label, learner and env. It is rejected, with every reason naming the run and
 the check, unless:
 
-- schema: each record validates (benchmark.records.load_record);
+- schema: each record validates (gameon.records.load_record);
 - env: its env id and evaluation env id are registered here and its env_version matches;
 - versions: it names the gameon-rl version it ran and a git commit;
 - suite: its evaluation episodes are exactly the shared suite, the (instruction, seed) pairs of
@@ -53,12 +53,12 @@ from typing import Literal
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gameon.benchmark.atomic import atomic_write, file_lock
-from gameon.benchmark.evaluation import SUITE_SEED, EvalReport, EvalTask, evaluation_suite
-from gameon.benchmark.integrity import file_sha256
-from gameon.benchmark.records import RANKED_MODE, RECORD_FILE, Evaluation, RunRecord, load_record
+from gameon.atomic import atomic_write, file_lock
 from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
 from gameon.benchmark.stats import iqm, iqm_ci
+from gameon.evaluation import SUITE_SEED, EvalReport, EvalTask, evaluation_suite
+from gameon.integrity import file_sha256
+from gameon.records import RANKED_MODE, RECORD_FILE, Evaluation, RunRecord, load_record
 
 BOARD_FORMAT = "gameon-leaderboard-v1"
 BOARD_FILE = "leaderboard.json"
@@ -415,8 +415,8 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
     """Reload the run's checkpoint, re-run its suite, and compare with the claimed episodes."""
     import torch
 
-    from gameon.baselines.common import load_policy
-    from gameon.benchmark.evaluation import evaluate
+    from gameon.evaluation import evaluate
+    from gameon.policy import load_policy
 
     record = run.record
     if record.checkpoint is None:
@@ -464,8 +464,8 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
 def _reevaluate_target(run: _Run, mode: str, claimed: Evaluation) -> EvalReport:
     """Run a collect v2 target evaluation again from the run folder's checkpoint: monolithic on
     the claimed suite, composed with the skill library the record carries."""
-    from gameon.baselines.common import load_policy
-    from gameon.benchmark.evaluation import evaluate
+    from gameon.evaluation import evaluate
+    from gameon.policy import load_policy
 
     checkpoint = run.folder / run.record.checkpoint
     if mode == "monolithic":

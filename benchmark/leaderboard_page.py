@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gameon.benchmark.atomic import atomic_write, file_lock
+from gameon.atomic import atomic_write, file_lock
 from gameon.benchmark.leaderboard import (
     BOARD_FILE,
     ENTRIES_DIR,

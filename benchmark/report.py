@@ -1,7 +1,7 @@
 """The benchmark report: every run record of a results directory aggregated per (protocol,
 curriculum label, learner, env), as a Markdown table, a JSON summary and PNG plots.
 
-Every number is recomputed from the records' per-episode evaluation outcomes (benchmark.records)
+Every number is recomputed from the records' per-episode evaluation outcomes (gameon.records)
 and aggregated over seeds with the statistics of benchmark.stats: the interquartile mean with a
 95% stratified-bootstrap interval, the probability of improvement over the `fixed` curriculum of
 the same protocol, learner and env, and the diversity of the data a collect run practised. A
@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gameon.benchmark.atomic import atomic_write
-from gameon.benchmark.records import RECORD_FILE, RunRecord, load_record
+from gameon.atomic import atomic_write
 from gameon.benchmark.stats import (
     MIN_RUNS_FOR_INTERVAL,
     Estimate,
@@ -31,6 +30,7 @@ from gameon.benchmark.stats import (
     probability_of_improvement,
 )
 from gameon.envs.language import COLOURS, SKILLS
+from gameon.records import RECORD_FILE, RunRecord, load_record
 
 REPORT_FORMAT = "gameon-report-v1"
 BASELINE = "fixed"

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from rich.markup import escape
 
-from gameon.benchmark.atomic import atomic_write
+from gameon.atomic import atomic_write
 from gameon.benchmark.matrix import MatrixSpec, RunSpec, expand, spec_dict
 from gameon.benchmark.runs import (
     ATTEMPT_VARIABLE,

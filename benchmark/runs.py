@@ -25,9 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gameon.benchmark.atomic import atomic_write
+from gameon.atomic import atomic_write
 from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, run_config
-from gameon.benchmark.records import (
+from gameon.envs import ENV_SKILLS
+from gameon.records import (
     RECORD_FILE,
     CurvePoint,
     EpisodeOutcome,
@@ -39,7 +40,6 @@ from gameon.benchmark.records import (
     load_record,
     write_record,
 )
-from gameon.envs import ENV_SKILLS
 
 RUN_FILE = "run.json"
 LOG_FILE = "run.log"
@@ -81,9 +81,8 @@ def online_record(
 ) -> RunRecord:
     """The run record of an online learner's summary (see baselines.ppo.train)."""
     from gameon.baselines.common import training_env_options
-    from gameon.benchmark.evaluation import SUITE_SEED
-    from gameon.benchmark.integrity import checkpoint_evidence, platform_info
-    from gameon.experimenter.loop import git_commit, versions
+    from gameon.evaluation import SUITE_SEED
+    from gameon.integrity import checkpoint_evidence, git_commit, platform_info, versions
 
     checkpoint = Path(summary["checkpoint"])
     transcript = run_dir / "transcript.jsonl"

@@ -30,8 +30,9 @@ discounting inside a coded action, and a learner that discounts per agent step d
 coded action as one step.
 
 For the baselines (`--coded-skills`): `load_coded_skills` reads "templates" or a skill-library
-JSON, `make_coded_training_envs` wraps the curriculum vector envs, and `coded_wrapper` is the
-wrapper `evaluate_and_save` (and `benchmark.evaluation.evaluate`) puts around the evaluation env.
+JSON, and `coded_wrapper` is the wrapper that `baselines.common.make_training_envs` puts around
+each training env and `evaluate_and_save` (and `gameon.evaluation.evaluate`) around the
+evaluation env.
 """
 
 from __future__ import annotations
@@ -195,22 +196,4 @@ def coded_wrapper(coded_skills: Mapping[str, str], max_skill_steps: int) -> Any:
     """A picklable `env -> CodedActions(env, ...)`, for `gym.make_vec(wrappers=[...])`."""
     return functools.partial(
         CodedActions, coded_skills=dict(coded_skills), max_skill_steps=max_skill_steps
-    )
-
-
-def make_coded_training_envs(
-    args: Any, curriculum: Any, coded_skills: Mapping[str, str]
-) -> gym.vector.VectorEnv:
-    """An online learner's training envs (`baselines.common.make_training_envs`), each wrapped
-    in CodedActions with `args.coded_max_steps`."""
-    from gameon.baselines.common import training_env_options
-    from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
-
-    return make_curriculum_vec_env(
-        args.env_id,
-        args.num_envs,
-        curriculum,
-        vectorization_mode=args.vectorization,
-        wrappers=[coded_wrapper(coded_skills, args.coded_max_steps)],
-        **training_env_options(args),
     )

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from gameon.benchmark.atomic import atomic_write
+from gameon.atomic import atomic_write
 from gameon.envs import ENV_IDS, ENV_SKILLS
 from gameon.envs.language import COLOURS, SKILLS, all_instructions, parse
 
@@ -73,7 +73,7 @@ NO_VLM_USAGE: dict[str, Any] = {
     "fallbacks": 0,
     "capped_calls": 0,
 }
-"""The VLM usage of a curriculum that asks no model (the keys of benchmark.records.VLMUsage)."""
+"""The VLM usage of a curriculum that asks no model (the keys of gameon.records.VLMUsage)."""
 
 
 @dataclass(frozen=True)

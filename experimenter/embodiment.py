@@ -53,9 +53,9 @@ from gameon.baselines.datasets import (
     default_datasets_path,
     write_json,
 )
-from gameon.benchmark.evaluation import EvalEpisode, EvalReport, evaluation_suite
 from gameon.envs import ENV_SKILLS, language, oracle
 from gameon.envs.language import SKILLS, Instruction
+from gameon.evaluation import EvalEpisode, EvalReport, evaluation_suite
 from gameon.experimenter.skills import (
     Executor,
     LearnedExecutor,

@@ -42,7 +42,7 @@ embodiment runs those plans), and after retraining analyses the per-skill curves
 are sampled less; under protocol v1 a skill is promoted only once its curve is judged
 converged), and a macro skill it proposes joins the library after the oracle verifies it on
 seeded trials. Every call is in `transcript.jsonl`; the committed state carries the usage
-(`state["vlm"]`, the keys of `benchmark.records.VLMUsage`) and the label
+(`state["vlm"]`, the keys of `gameon.records.VLMUsage`) and the label
 (`state["curriculum_label"]`, e.g. "vlm[rules]").
 
 The run stops after `iterations` iterations, or as soon as every skill of the target env reaches
@@ -83,7 +83,6 @@ import importlib
 import importlib.metadata
 import json
 import shutil
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -95,34 +94,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-import gameon
-from gameon.benchmark.atomic import atomic_write
-from gameon.benchmark.evaluation import SUITE_SEED
-from gameon.benchmark.integrity import (
-    BadFile,
-    check_checkpoint,
-    check_dataset,
-    check_hashes,
-    checkpoint_evidence,
-    file_sha256,
-    folder_files,
-    folder_sha256,
-    platform_info,
-)
-from gameon.benchmark.records import (
-    RECORD_FILE,
-    Collected,
-    CurvePoint,
-    Evaluation,
-    RunRecord,
-    TargetEvaluation,
-    Training,
-    VLMUsage,
-    env_version,
-    write_record,
-)
+from gameon.atomic import atomic_write
 from gameon.envs import ENV_SKILLS
 from gameon.envs.language import parse
+from gameon.evaluation import SUITE_SEED
 from gameon.experimenter.curriculum import (
     CURRICULA,
     Curriculum,
@@ -139,6 +114,31 @@ from gameon.experimenter.skills import (
     ScriptedExecutor,
     SkillLibrary,
     default_library,
+)
+from gameon.integrity import (
+    BadFile,
+    check_checkpoint,
+    check_dataset,
+    check_hashes,
+    checkpoint_evidence,
+    file_sha256,
+    folder_files,
+    folder_sha256,
+    git_commit,
+    platform_info,
+    versions,
+)
+from gameon.records import (
+    RECORD_FILE,
+    Collected,
+    CurvePoint,
+    Evaluation,
+    RunRecord,
+    TargetEvaluation,
+    Training,
+    VLMUsage,
+    env_version,
+    write_record,
 )
 
 if TYPE_CHECKING:  # minari is imported only when a run starts
@@ -766,9 +766,9 @@ def evaluate_targets(config: LoopConfig, run_dir: Path, state: dict) -> list[dic
     """The final policy on the target env's suite (and report_env_id's), `target_eval_episodes`
     per skill, twice: monolithic (the task's own goal) and composed (the run's skill library's
     plan, every step by the learned policy: no scripted executor acts)."""
-    from gameon.baselines.common import load_policy
-    from gameon.benchmark.evaluation import evaluate
+    from gameon.evaluation import evaluate
     from gameon.experimenter.embodiment import evaluate_composed, learned_library
+    from gameon.policy import load_policy
 
     checkpoint = run_dir / state["policy"]
     library = learned_library(SkillLibrary.from_dict(state["library"]), checkpoint)
@@ -793,34 +793,6 @@ def commit(run_dir: Path, state: dict, previous: dict | None) -> None:
 
 
 # -- outputs ----------------------------------------------------------------------------------
-
-
-def versions() -> dict[str, str | None]:
-    """Installed versions of the packages a run's numbers depend on."""
-    found = {}
-    for package in ("gameon-rl", "mujoco", "gymnasium", "torch", "minari", "numpy"):
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
-    return found
-
-
-def git_commit() -> str | None:
-    """The source tree's git commit, if it is a git checkout."""
-    try:
-        result = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(gameon.__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if result.returncode != 0:
-        return None
-    return result.stdout.strip() or None
 
 
 def collected_counts(history: list[dict]) -> Collected:
@@ -861,7 +833,7 @@ def training_of(config: LoopConfig, state: dict, run_dir: Path) -> Training:
 
 
 def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
-    """The run record (benchmark.records): final evaluation episodes, curve, data, cost, and the
+    """The run record (gameon.records): final evaluation episodes, curve, data, cost, and the
     evidence (checkpoint, weights and dataset hashes), training config and machine."""
     budget_spent = state["iteration"] >= config.iterations
     stopped = state["stopped"] or ("budget" if budget_spent else "interrupted")

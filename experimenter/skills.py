@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from gameon.benchmark.atomic import atomic_write
+from gameon.atomic import atomic_write
 from gameon.envs import language, oracle
 from gameon.envs.experts import make_expert
 from gameon.envs.language import COLOURS, SKILLS, Instruction, parse
@@ -99,19 +99,19 @@ class LearnedExecutor:
         it predicted: every skill run starts with an empty buffer.
         """
         try:
-            from gameon.baselines import common
+            from gameon.policy import load_checkpoint, make_policy
         except ModuleNotFoundError as error:
             raise ModuleNotFoundError(
                 f"learned skills need torch ({error}); install gameon-rl[train]"
             ) from None
         if self._actor is None:
-            self._actor, self._normalizer, _ = common.load_checkpoint(self.checkpoint)
-        return common.make_policy(self._actor, self._normalizer)
+            self._actor, self._normalizer, _ = load_checkpoint(self.checkpoint)
+        return make_policy(self._actor, self._normalizer)
 
     def policy(self, env: Any, instruction: Instruction, seed: int | None = None) -> Policy:
         """The actor conditioned on `instruction` (its goal replaces the observation's)."""
         policy = self.load()
-        from gameon.baselines.common import flat_size
+        from gameon.policy import flat_size
 
         space = getattr(env, "observation_space", None)
         if space is not None and "state" in space.spaces:

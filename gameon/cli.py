@@ -3,7 +3,7 @@ and (through `gameon.benchmark.commands`) the benchmark harness and the leaderbo
 
 Beyond tyro (in every extra that has a command), each command imports what it needs when it runs,
 so a missing optional extra is answered with one line naming the extra to install
-(`missing_extra`), whichever command needs it.
+(`gameon.extras.missing_extra`), whichever command needs it.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import tyro
 
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
+from gameon.extras import missing_extra
 
 if TYPE_CHECKING:
-    from gameon.benchmark.records import RunRecord
+    from gameon.records import RunRecord
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 FPS = 20
@@ -42,47 +43,6 @@ COMMANDS = {
     "entry, write the static page",
 }
 """Every `gameon` command, as `gameon --help` lists them."""
-
-EXTRAS = {
-    "cli": ("tyro", "imageio", "imageio_ffmpeg", "rich", "pydantic"),
-    "train": (
-        "torch",
-        "tyro",
-        "tensorboard",
-        "minari",
-        "h5py",
-        "imageio",
-        "imageio_ffmpeg",
-        "matplotlib",
-    ),
-    "vlm": ("google", "openai", "pydantic"),
-    "bench": ("pydantic", "scipy", "matplotlib", "rich", "tyro"),
-    "ray": ("ray",),
-}
-"""The modules each optional extra of pyproject.toml installs (minari[hdf5] brings h5py)."""
-COMMAND_EXTRAS = {
-    "envs": ("cli",),
-    "demo": ("cli",),
-    "experiment": ("train", "cli"),
-    "bench run": ("train", "bench"),
-    "bench report": ("bench",),
-    "leaderboard submit": ("bench", "train"),
-    "leaderboard audit": ("train", "bench"),
-    "leaderboard html": ("bench",),
-}
-"""The extras each command uses, the one to suggest first for a module in several."""
-LIBRARIES = {
-    "torch": "PyTorch",
-    "minari": "Minari",
-    "h5py": "h5py (Minari's HDF5 storage)",
-    "tensorboard": "TensorBoard",
-    "scipy": "SciPy",
-    "imageio_ffmpeg": "imageio-ffmpeg",
-    "google": "google-genai",
-    "ray": "Ray",
-}
-"""How a module is named to a person, where that differs from its import name."""
-TORCH_CPU = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
 class UsageError(Exception):
@@ -154,21 +114,6 @@ def command_name(arguments: Sequence[str]) -> str:
     if arguments[0] in HARNESS_COMMANDS and len(arguments) > 1:
         return " ".join(arguments[:2])
     return arguments[0]
-
-
-def missing_extra(command: str, error: ModuleNotFoundError) -> str | None:
-    """One line naming the optional extra that provides the missing module, e.g. "gameon bench
-    run needs PyTorch: pip install 'gameon-rl[train]' ..."; None if no extra provides it."""
-    module = (error.name or "").split(".")[0]
-    preferred = [*COMMAND_EXTRAS.get(command, ()), *EXTRAS]
-    extra = next((name for name in preferred if module in EXTRAS.get(name, ())), None)
-    if extra is None:
-        return None
-    library = LIBRARIES.get(module, module)
-    line = f"gameon {command} needs {library}: pip install 'gameon-rl[{extra}]'"
-    if module == "torch":
-        line += f" (on a machine without a GPU, first the CPU build: {TORCH_CPU})"
-    return line
 
 
 def examples(skills: Sequence[str]) -> list[str]:

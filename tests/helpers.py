@@ -8,8 +8,8 @@ import sys
 import gymnasium as gym
 import numpy as np
 
-from gameon.baselines.common import Policy, load_policy
-from gameon.benchmark.evaluation import EvalReport, evaluate
+from gameon.evaluation import EvalReport, evaluate
+from gameon.policy import Policy, load_policy
 
 ENV_ID = "GameOn/Reach-v0"
 EPISODES_PER_SKILL = 2

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gameon.benchmark.evaluation import SUITE_SEED, EvalReport, evaluation_suite
-from gameon.benchmark.records import (
+from gameon.envs.language import parse
+from gameon.evaluation import SUITE_SEED, EvalReport, evaluation_suite
+from gameon.records import (
     Collected,
     CurvePoint,
     EpisodeOutcome,
@@ -16,7 +17,6 @@ from gameon.benchmark.records import (
     env_version,
     write_record,
 )
-from gameon.envs.language import parse
 
 ENV_ID = "GameOn/Reach-v0"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -18,15 +18,15 @@ pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
 from gameon.benchmark.audit import audit_entry  # noqa: E402
-from gameon.benchmark.integrity import (  # noqa: E402
+from gameon.benchmark.leaderboard import read_board, submit  # noqa: E402
+from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
+from gameon.integrity import (  # noqa: E402
     check_dataset,
     file_sha256,
     folder_sha256,
     weights_sha256,
 )
-from gameon.benchmark.leaderboard import read_board, submit  # noqa: E402
-from gameon.benchmark.records import RunRecord  # noqa: E402
-from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
+from gameon.records import RunRecord  # noqa: E402
 
 TINY = LoopConfig(
     env_id="GameOn/Reach-v0",

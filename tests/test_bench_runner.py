@@ -17,7 +17,6 @@ import pytest
 
 from gameon.benchmark.commands import main
 from gameon.benchmark.matrix import expand, load_spec
-from gameon.benchmark.records import RECORD_FILE, load_record
 from gameon.benchmark.runner import (
     MatrixProgress,
     RunnerOptions,
@@ -27,6 +26,7 @@ from gameon.benchmark.runner import (
     results_lock,
     schedule_seconds,
 )
+from gameon.records import RECORD_FILE, load_record
 
 ONLINE = """
 name = "{name}"

@@ -17,8 +17,21 @@ pytest.importorskip("h5py", reason="Minari's HDF5 storage needs h5py (minari[hdf
 
 from minari.data_collector.episode_buffer import EpisodeBuffer  # noqa: E402
 
-from gameon.baselines import bc, common, datasets  # noqa: E402
-from gameon.benchmark.evaluation import evaluate  # noqa: E402
+import gameon.policy  # noqa: E402
+from gameon.baselines import bc, datasets  # noqa: E402
+from gameon.evaluation import evaluate  # noqa: E402
+from gameon.policy import (  # noqa: E402
+    CHECKPOINT_FORMAT,
+    Actor,
+    ChunkedActor,
+    ChunkingPolicy,
+    Normalizer,
+    flat_size,
+    load_checkpoint,
+    load_policy,
+    make_policy,
+    save_checkpoint,
+)
 
 ENV_ID = "GameOn/Reach-v0"
 REACH = "gameon/reach-chunks-v0"
@@ -161,11 +174,11 @@ class FakeChunks:
         return chunk
 
 
-def small_policy(binary_gripper: bool, decay: float, chunks: FakeChunks) -> common.ChunkingPolicy:
-    actor = common.ChunkedActor(
+def small_policy(binary_gripper: bool, decay: float, chunks: FakeChunks) -> ChunkingPolicy:
+    actor = ChunkedActor(
         4, 2, (8,), chunk_length=3, binary_gripper=binary_gripper, ensemble_decay=decay
     )
-    policy = common.ChunkingPolicy(actor, None)
+    policy = ChunkingPolicy(actor, None)
     policy.chunk = chunks  # the known fake network
     return policy
 
@@ -177,7 +190,7 @@ def fake_observation(goal: float = 0.0) -> dict[str, np.ndarray]:
 def test_temporal_ensembling_is_the_hand_computed_weighted_average(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(common, "flat_observation", lambda o: np.zeros(4, np.float32))
+    monkeypatch.setattr(gameon.policy, "flat_observation", lambda o: np.zeros(4, np.float32))
     policy = small_policy(False, 0.5, FakeChunks())
     w = np.exp(-0.5 * np.arange(3))  # oldest prediction first, as ACT weighs them
     first = policy(fake_observation())[0]
@@ -199,7 +212,7 @@ def test_temporal_ensembling_is_the_hand_computed_weighted_average(
 
 
 def test_reset_and_a_new_goal_clear_the_ensemble(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(common, "flat_observation", lambda o: np.zeros(4, np.float32))
+    monkeypatch.setattr(gameon.policy, "flat_observation", lambda o: np.zeros(4, np.float32))
     policy = small_policy(False, 0.0, FakeChunks())
     policy(fake_observation())
     policy(fake_observation())
@@ -210,12 +223,12 @@ def test_reset_and_a_new_goal_clear_the_ensemble(monkeypatch: pytest.MonkeyPatch
 
 def test_binary_gripper_acts_exactly_minus_one_or_one() -> None:
     env = gym.make(ENV_ID)
-    size = common.flat_size(env.observation_space)
+    size = flat_size(env.observation_space)
     torch.manual_seed(0)
-    actor = common.ChunkedActor(size, 5, (32,), chunk_length=4)
+    actor = ChunkedActor(size, 5, (32,), chunk_length=4)
     with torch.no_grad():
         actor.net[-1].bias[4::5] = torch.tensor([3.0, -3.0, 3.0, -3.0])  # a varied gripper
-    policy = common.make_policy(actor, None)
+    policy = make_policy(actor, None)
     grippers = set()
     for seed in range(5):
         observation, _ = env.reset(seed=seed)
@@ -231,14 +244,14 @@ def test_binary_gripper_acts_exactly_minus_one_or_one() -> None:
 
 def test_one_step_chunks_without_binary_gripper_act_as_the_plain_actor() -> None:
     env = gym.make(ENV_ID)
-    size = common.flat_size(env.observation_space)
+    size = flat_size(env.observation_space)
     torch.manual_seed(1)
-    plain = common.Actor(size, 5, (32, 32), squash=True)
-    chunked = common.ChunkedActor(size, 5, (32, 32), chunk_length=1, binary_gripper=False)
+    plain = Actor(size, 5, (32, 32), squash=True)
+    chunked = ChunkedActor(size, 5, (32, 32), chunk_length=1, binary_gripper=False)
     chunked.load_state_dict(plain.state_dict())  # the same layers
-    normalizer = common.Normalizer.zeros(size)
-    plain_policy = common.make_policy(plain, normalizer)
-    chunked_policy = common.make_policy(chunked, normalizer)
+    normalizer = Normalizer.zeros(size)
+    plain_policy = make_policy(plain, normalizer)
+    chunked_policy = make_policy(chunked, normalizer)
     plain_policy.reset()  # every policy has one; the plain actor's does nothing
     for seed in range(3):
         observation, _ = env.reset(seed=seed)
@@ -249,21 +262,21 @@ def test_one_step_chunks_without_binary_gripper_act_as_the_plain_actor() -> None
 
 def test_chunked_checkpoint_round_trips(tmp_path: Path) -> None:
     env = gym.make(ENV_ID)
-    size = common.flat_size(env.observation_space)
+    size = flat_size(env.observation_space)
     torch.manual_seed(2)
-    actor = common.ChunkedActor(size, 5, (16,), chunk_length=5, ensemble_decay=0.25)
-    normalizer = common.Normalizer.zeros(size)
-    path = common.save_checkpoint(tmp_path / "c.pt", "bc", ENV_ID, actor, normalizer, {})
-    loaded, loaded_normalizer, payload = common.load_checkpoint(path)
-    assert payload["format"] == common.CHECKPOINT_FORMAT and payload["actor_kind"] == "chunked"
-    assert isinstance(loaded, common.ChunkedActor)
+    actor = ChunkedActor(size, 5, (16,), chunk_length=5, ensemble_decay=0.25)
+    normalizer = Normalizer.zeros(size)
+    path = save_checkpoint(tmp_path / "c.pt", "bc", ENV_ID, actor, normalizer, {})
+    loaded, loaded_normalizer, payload = load_checkpoint(path)
+    assert payload["format"] == CHECKPOINT_FORMAT and payload["actor_kind"] == "chunked"
+    assert isinstance(loaded, ChunkedActor)
     assert (loaded.chunk_length, loaded.binary_gripper, loaded.ensemble_decay) == (5, True, 0.25)
     for key, value in actor.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value)
 
-    live, again = common.make_policy(actor, normalizer), common.make_policy(loaded, normalizer)
-    reloaded = common.load_policy(path)
-    assert isinstance(reloaded, common.ChunkingPolicy) and reloaded.ensemble_decay == 0.25
+    live, again = make_policy(actor, normalizer), make_policy(loaded, normalizer)
+    reloaded = load_policy(path)
+    assert isinstance(reloaded, ChunkingPolicy) and reloaded.ensemble_decay == 0.25
     observation, _ = env.reset(seed=0)
     for _ in range(8):
         action = live(observation)
@@ -271,18 +284,18 @@ def test_chunked_checkpoint_round_trips(tmp_path: Path) -> None:
         np.testing.assert_array_equal(action, reloaded(observation))
         observation, *_ = env.step(action)
     # every make_policy call gives a policy with a buffer of its own
-    fresh = common.make_policy(loaded, normalizer)
+    fresh = make_policy(loaded, normalizer)
     first = fresh(observation)
-    np.testing.assert_array_equal(first, common.make_policy(actor, normalizer)(observation))
+    np.testing.assert_array_equal(first, make_policy(actor, normalizer)(observation))
     live.reset()
     np.testing.assert_array_equal(live(observation), first)
 
 
 def test_old_format_checkpoint_still_loads(tmp_path: Path) -> None:
     env = gym.make(ENV_ID)
-    size = common.flat_size(env.observation_space)
-    actor = common.Actor(size, 5, (16,), squash=True)
-    normalizer = common.Normalizer.zeros(size)
+    size = flat_size(env.observation_space)
+    actor = Actor(size, 5, (16,), squash=True)
+    normalizer = Normalizer.zeros(size)
     payload = {  # what save_checkpoint wrote before chunked actors (format v2)
         "format": "gameon-policy-v2",
         "algo": "bc",
@@ -298,13 +311,11 @@ def test_old_format_checkpoint_still_loads(tmp_path: Path) -> None:
         "extra": {},
     }
     torch.save(payload, tmp_path / "old.pt")
-    loaded, _, _ = common.load_checkpoint(tmp_path / "old.pt")
-    assert type(loaded) is common.Actor
-    policy = common.load_policy(tmp_path / "old.pt")
+    loaded, _, _ = load_checkpoint(tmp_path / "old.pt")
+    assert type(loaded) is Actor
+    policy = load_policy(tmp_path / "old.pt")
     observation, _ = env.reset(seed=0)
-    np.testing.assert_array_equal(
-        policy(observation), common.make_policy(actor, normalizer)(observation)
-    )
+    np.testing.assert_array_equal(policy(observation), make_policy(actor, normalizer)(observation))
     policy.reset()
     batch = {key: np.stack([value, value]) for key, value in observation.items()}
     assert policy(batch).shape == (2, 5), "plain actors still act on batches"
@@ -348,10 +359,10 @@ def test_tiny_chunked_bc_run_trains_and_evaluates(root: Path, tmp_path: Path) ->
     assert set(saved["final_losses"]) == {"actor_loss", "continuous_loss", "gripper_loss"}
     assert all(np.isfinite(v) for v in saved["final_losses"].values())
     assert len(json.loads((run_dir / "eval.json").read_text())["episodes"]) == 2
-    actor, _, payload = common.load_checkpoint(run_dir / "checkpoint.pt")
-    assert isinstance(actor, common.ChunkedActor) and actor.chunk_length == 4
+    actor, _, payload = load_checkpoint(run_dir / "checkpoint.pt")
+    assert isinstance(actor, ChunkedActor) and actor.chunk_length == 4
     assert payload["ensemble_decay"] == 0.1
-    policy = common.load_policy(run_dir / "checkpoint.pt")
+    policy = load_policy(run_dir / "checkpoint.pt")
     again = evaluate(policy, ENV_ID, episodes_per_skill=2)
     assert [e.success for e in again.episodes] == [
         e["success"] for e in saved["eval"]["episodes"]

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from gameon.benchmark.commands import COMMANDS as HARNESS_USAGE
-from gameon.cli import EXTRAS, main, missing_extra
+from gameon.cli import main
 from gameon.envs import ENV_SKILLS
+from gameon.extras import EXTRAS, missing_extra
 
 try:
     import tomllib
@@ -224,7 +225,7 @@ def hide_module(monkeypatch: pytest.MonkeyPatch, name: str, *importers: str) -> 
         (
             ["experiment", "--run-dir", "{tmp}/results"],
             "pydantic",
-            ["gameon.experimenter.loop", "gameon.benchmark.records"],
+            ["gameon.experimenter.loop", "gameon.records"],
             "gameon experiment needs pydantic: pip install 'gameon-rl[cli]'",
         ),
         (

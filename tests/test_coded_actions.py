@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import gameon.envs  # noqa: F401
+from gameon import evaluation
 from gameon.baselines import common, ppo, sac
-from gameon.benchmark import evaluation
 from gameon.envs import oracle
 from gameon.experimenter import coded_actions
 from gameon.experimenter.coded_actions import (

@@ -14,7 +14,6 @@ pytest.importorskip("torch")
 pytest.importorskip("minari")
 
 from gameon.baselines.datasets import episode_records  # noqa: E402
-from gameon.benchmark.records import RANKED_MODE, load_record  # noqa: E402
 from gameon.benchmark.report import controls_check, summarise  # noqa: E402
 from gameon.envs import language  # noqa: E402
 from gameon.experimenter.embodiment import (  # noqa: E402
@@ -29,6 +28,7 @@ from gameon.experimenter.skills import (  # noqa: E402
     ScriptedExecutor,
     default_library,
 )
+from gameon.records import RANKED_MODE, load_record  # noqa: E402
 from tests.record_factory import make_record  # noqa: E402
 
 TOWER = "build a tower of red, green and blue from the bottom up"
@@ -39,12 +39,12 @@ def untrained_checkpoint(path: Path) -> Path:
     """An untrained actor in the baselines' checkpoint format: it fails every skill."""
     import torch
 
-    from gameon.baselines import common
+    from gameon.policy import Actor, flat_size, save_checkpoint
 
     env = gym.make("GameOn/MultiSkill-v0")
     torch.manual_seed(0)
-    actor = common.Actor(common.flat_size(env.observation_space), 5, hidden=(8,))
-    return common.save_checkpoint(path, "bc", "GameOn/MultiSkill-v0", actor, None, {})
+    actor = Actor(flat_size(env.observation_space), 5, hidden=(8,))
+    return save_checkpoint(path, "bc", "GameOn/MultiSkill-v0", actor, None, {})
 
 
 def test_mixed_collector_takes_over_a_failed_learned_skill_and_labels_its_steps(
@@ -232,7 +232,7 @@ def test_bc_warm_start_continues_from_the_checkpoint_and_keeps_its_normaliser(
     import torch
 
     from gameon.baselines import bc, datasets
-    from gameon.baselines.common import load_checkpoint
+    from gameon.policy import load_checkpoint
 
     datasets.collect(
         datasets.Args(

@@ -71,14 +71,14 @@ def test_execution_is_deterministic(embodiment: Embodiment, batch: list) -> None
 
 def test_a_failing_skill_is_judged_and_still_recorded(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from gameon.baselines import common
+    from gameon.policy import Actor, flat_size, save_checkpoint
 
     library = default_library()
     with Embodiment(library=library, skill_budget={"lift": 30}) as embodiment:
         torch.manual_seed(0)
-        size = common.flat_size(embodiment.env.observation_space)
-        actor = common.Actor(size, 5, hidden=(8,))
-        path = common.save_checkpoint(tmp_path / "lift.pt", "bc", "GameOn/Lift-v0", actor, None, {})
+        size = flat_size(embodiment.env.observation_space)
+        actor = Actor(size, 5, hidden=(8,))
+        path = save_checkpoint(tmp_path / "lift.pt", "bc", "GameOn/Lift-v0", actor, None, {})
         library.replace_executor("lift", LearnedExecutor(str(path)))
         record = embodiment.execute(LIFT, seed=1)
         assert [(o.skill, o.executor, o.success, o.steps) for o in record.outcomes] == [

@@ -11,8 +11,8 @@ import gymnasium as gym
 import pytest
 from record_factory import ENV_ID, make_record, write_run
 
-from gameon.benchmark.evaluation import evaluate
 from gameon.benchmark.leaderboard import BoardError, read_board, submit
+from gameon.evaluation import evaluate
 
 FIXED = [[True, False, False, False], [False] * 4, [True, True, False, False]]
 LP = [[True, True, True, False], [True, True, False, False], [True] * 4]
@@ -147,7 +147,7 @@ def test_a_corrupt_board_is_refused_and_left_alone(board, tmp_path) -> None:
 def _checkpoint_run(root: Path, claim_success: bool | None = None) -> Path:
     """A run folder whose record's episodes are its checkpoint's true evaluation, or a doctored
     claim that every episode succeeded."""
-    from gameon.baselines.common import Actor, flat_size, load_policy, save_checkpoint
+    from gameon.policy import Actor, flat_size, load_policy, save_checkpoint
 
     env = gym.make(ENV_ID)
     actor = Actor(flat_size(env.observation_space), env.action_space.shape[0], hidden=(16,))
@@ -258,7 +258,7 @@ def _copies_of_one_checkpoint(root: Path, seeds: list[int]) -> list[Path]:
 
 @pytest.mark.parametrize("verify", [False, True])
 def test_copies_sharing_a_checkpoint_are_rejected(tmp_path, verify: bool) -> None:
-    from gameon.benchmark.integrity import file_sha256
+    from gameon.integrity import file_sha256
 
     copies = _copies_of_one_checkpoint(tmp_path, [0, 1, 2])
     digest = file_sha256(copies[0] / "policy.pt")

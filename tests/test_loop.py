@@ -17,8 +17,8 @@ pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
 from gameon.baselines.datasets import episode_records  # noqa: E402
-from gameon.benchmark.records import RunRecord, load_record  # noqa: E402
 from gameon.experimenter.loop import DATASET_ID, LoopConfig, run_experiment  # noqa: E402
+from gameon.records import RunRecord, load_record  # noqa: E402
 
 TINY = LoopConfig(
     env_id="GameOn/Reach-v0",

@@ -18,8 +18,8 @@ pytest.importorskip("minari")
 pytest.importorskip("h5py", reason="Minari's HDF5 storage needs h5py (minari[hdf5])")
 
 from gameon.baselines import bc, datasets, iql  # noqa: E402
-from gameon.baselines.common import flat_size, load_policy  # noqa: E402
 from gameon.envs import language  # noqa: E402
+from gameon.policy import flat_size, load_policy  # noqa: E402
 
 REACH = "gameon/reach-tiny-v0"
 LIFT = "gameon/lift-mixed-v0"

@@ -12,7 +12,6 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from gameon.baselines import ppo, sac
-from gameon.baselines.common import load_checkpoint
 from gameon.envs.language import parse
 from gameon.experimenter.curriculum import (
     HAND_CURRICULUM_TOML,
@@ -22,6 +21,7 @@ from gameon.experimenter.curriculum import (
     make_curriculum,
     task_set,
 )
+from gameon.policy import load_checkpoint
 
 REACH = "GameOn/Reach-v0"
 MULTI = "GameOn/MultiSkill-v0"

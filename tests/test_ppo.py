@@ -17,7 +17,6 @@ from helpers import (
     run_help,
 )
 
-from gameon.baselines.common import Policy, load_checkpoint, load_policy
 from gameon.baselines.ppo import (
     Args,
     generalised_advantages,
@@ -26,7 +25,8 @@ from gameon.baselines.ppo import (
     numpy_mlp,
     train,
 )
-from gameon.benchmark.evaluation import EvalReport, evaluation_suite
+from gameon.evaluation import EvalReport, evaluation_suite
+from gameon.policy import Policy, load_checkpoint, load_policy
 
 
 def tiny_args(run_dir: Path, **overrides: object) -> Args:

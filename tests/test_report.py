@@ -14,7 +14,6 @@ from scipy.stats import mannwhitneyu
 
 from gameon.benchmark import report
 from gameon.benchmark.commands import main as commands_main
-from gameon.benchmark.records import Collected, VLMUsage
 from gameon.benchmark.report import write_report
 from gameon.benchmark.stats import (
     iqm,
@@ -22,6 +21,7 @@ from gameon.benchmark.stats import (
     normalised_entropy,
     probability_of_improvement,
 )
+from gameon.records import Collected, VLMUsage
 
 SAMPLE = [0.9, 0.0, 0.3, 0.1, 0.6, 0.2, 0.5, 0.4]
 """Sorted: 0.0 0.1 | 0.2 0.3 0.4 0.5 | 0.6 0.9; the IQM is the mean of the middle four, 0.35."""

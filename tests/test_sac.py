@@ -17,7 +17,6 @@ from helpers import (
     run_help,
 )
 
-from gameon.baselines.common import Policy, load_checkpoint, load_policy
 from gameon.baselines.sac import (
     Args,
     QNetwork,
@@ -27,7 +26,8 @@ from gameon.baselines.sac import (
     sample_batch,
     train,
 )
-from gameon.benchmark.evaluation import EvalReport, evaluation_suite
+from gameon.evaluation import EvalReport, evaluation_suite
+from gameon.policy import Policy, load_checkpoint, load_policy
 
 
 def tiny_args(run_dir: Path, **overrides: object) -> Args:

@@ -26,11 +26,11 @@ TOWER = "build a tower of red, green and blue from the bottom up"
 def tiny_checkpoint(path: Path, env: gym.Env) -> Path:
     """An untrained two-layer actor saved in the baselines' checkpoint format."""
     torch = pytest.importorskip("torch")
-    from gameon.baselines import common
+    from gameon.policy import Actor, flat_size, save_checkpoint
 
     torch.manual_seed(0)
-    actor = common.Actor(common.flat_size(env.observation_space), 5, hidden=(8,))
-    return common.save_checkpoint(path, "bc", "GameOn/Lift-v0", actor, None, {})
+    actor = Actor(flat_size(env.observation_space), 5, hidden=(8,))
+    return save_checkpoint(path, "bc", "GameOn/Lift-v0", actor, None, {})
 
 
 def tower_macro() -> Skill:

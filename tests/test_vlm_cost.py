@@ -254,9 +254,9 @@ def test_experiment_says_calls_and_cost_before_the_first_request(
 ) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("minari")
-    from gameon.benchmark.records import load_record
     from gameon.benchmark.report import write_report
     from gameon.cli import main
+    from gameon.records import load_record
 
     printed = io.StringIO()
 

@@ -15,7 +15,6 @@ pytest.importorskip("torch")
 pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
-from gameon.benchmark.records import RunRecord, load_record  # noqa: E402
 from gameon.experimenter.curriculum import task_set  # noqa: E402
 from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
 from gameon.experimenter.skills import LearnedExecutor, ScriptedExecutor, default_library  # noqa: E402
@@ -27,6 +26,7 @@ from gameon.experimenter.vlm.collect import (  # noqa: E402
     plan_tasks,
 )
 from gameon.experimenter.vlm_curriculum import VLMCurriculum  # noqa: E402
+from gameon.records import RunRecord, load_record  # noqa: E402
 
 MULTI = "GameOn/MultiSkill-v0"
 TINY_VLM = LoopConfig(

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gameon.benchmark.records import VLMUsage
 from gameon.experimenter.curriculum import NO_VLM_USAGE, make_curriculum, task_set, vlm_usage
 from gameon.experimenter.vlm import (
     ReplayBackend,
@@ -22,6 +21,7 @@ from gameon.experimenter.vlm import (
 from gameon.experimenter.vlm.prompts import MODULES, PROMPTS_DIR, extract_context, render_prompt
 from gameon.experimenter.vlm.rules_backend import verdict
 from gameon.experimenter.vlm_curriculum import VLMCurriculum
+from gameon.records import VLMUsage
 
 TASKS = task_set("GameOn/MultiSkill-v0")
 

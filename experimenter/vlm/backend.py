@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from gameon.benchmark.atomic import atomic_write
+from gameon.atomic import atomic_write
 
 T = TypeVar("T", bound=BaseModel)
 ImageLike = bytes | np.ndarray

@@ -32,10 +32,10 @@ from gameon.experimenter.skills import (
     CodedExecutor,
     LearnedExecutor,
     ScriptedExecutor,
+    Skill,
     SkillLibrary,
     as_instruction,
 )
-from gameon.experimenter.vlm import modules
 from gameon.experimenter.vlm_curriculum import VLMCurriculum
 
 
@@ -109,6 +109,26 @@ def analyse_and_promote(
     return statuses
 
 
+def verify_skill(
+    skill: Skill, embodiment: Embodiment, seeds: Sequence[int], colours: Sequence[str]
+) -> tuple[int, int]:
+    """Run the macro's task on seeded trials with the macro in the library; (successes, steps).
+
+    The macro is added to the embodiment's library for the trials and removed afterwards; the
+    caller adds it for good if the successes suffice. A trial saved by a scripted takeover (the
+    mixed collector) is not a success of the macro.
+    """
+    task = skill.template.format(*colours)
+    library = embodiment.library
+    library.add(skill)
+    try:
+        records = [embodiment.execute(task, int(seed)) for seed in seeds]
+    finally:
+        library.remove(skill.name)
+    successes = sum(record.attempt_success for record in records)
+    return successes, sum(record.steps for record in records)
+
+
 def add_verified_skill(
     curriculum: VLMCurriculum,
     embodiment: PlannedEmbodiment,
@@ -122,7 +142,7 @@ def add_verified_skill(
     colours = tuple(embodiment.env.unwrapped.colours)
     with embodiment.library_plans():
         try:
-            successes, steps = modules.verify_skill(skill, embodiment, seeds, colours)
+            successes, steps = verify_skill(skill, embodiment, seeds, colours)
         except ValueError as error:
             successes, steps, rationale = 0, 0, f"{rationale}; could not run: {error}"
     added = successes >= threshold * len(seeds)

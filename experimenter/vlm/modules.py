@@ -6,8 +6,8 @@
   model; a step none of them matches is reported as unmatched, never guessed;
 - `analyse`: per-skill learning curves (a table and a plot image) -> improving, converged or
   stalled per skill;
-- `propose_skill` and `verify_skill`: a new macro skill, which joins the library only after the
-  oracle judges it successful over several seeded trials;
+- `propose_skill`: a new macro skill, which joins the library only after the oracle judges it
+  successful over several seeded trials (`vlm.collect.verify_skill`);
 - `decide_code_or_learn` (the slow agent, after RL-GPT): per skill, keep learning it, write it
   as code, or replace its stalled learning by code;
 - `write_skill_code` (the fast agent): the Python source of a coded skill, which must pass the
@@ -24,7 +24,7 @@ import difflib
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -33,9 +33,6 @@ from gameon.experimenter.sandbox import SkillRejected, check_source
 from gameon.experimenter.skills import MacroExecutor, Skill, SkillLibrary
 from gameon.experimenter.vlm.backend import Backend, ImageLike
 from gameon.experimenter.vlm.prompts import render_prompt
-
-if TYPE_CHECKING:
-    from gameon.experimenter.embodiment import Embodiment
 
 PREREQUISITES: dict[str, tuple[str, ...]] = {
     "reach": (),
@@ -443,26 +440,6 @@ def propose_skill(
     if answer.skill is None:
         return None, answer.rationale
     return macro_from_spec(answer.skill, library), answer.rationale
-
-
-def verify_skill(
-    skill: Skill, embodiment: Embodiment, seeds: Sequence[int], colours: Sequence[str]
-) -> tuple[int, int]:
-    """Run the macro's task on seeded trials with the macro in the library; (successes, steps).
-
-    The macro is added to the embodiment's library for the trials and removed afterwards; the
-    caller adds it for good if the successes suffice. A trial saved by a scripted takeover (the
-    mixed collector) is not a success of the macro.
-    """
-    task = skill.template.format(*colours)
-    library = embodiment.library
-    library.add(skill)
-    try:
-        records = [embodiment.execute(task, int(seed)) for seed in seeds]
-    finally:
-        library.remove(skill.name)
-    successes = sum(record.attempt_success for record in records)
-    return successes, sum(record.steps for record in records)
 
 
 # -- coded skills (after RL-GPT: a slow agent decides, a fast agent writes the code) -------------

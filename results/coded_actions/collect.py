@@ -15,9 +15,9 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from gameon.baselines.common import load_checkpoint, make_policy
 from gameon.benchmark.evaluation import evaluation_suite
 from gameon.experimenter.coded_actions import CodedActions, load_coded_skills
+from gameon.policy import load_checkpoint, make_policy
 
 HERE = Path(__file__).parent
 

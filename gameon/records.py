@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gameon.benchmark.atomic import atomic_write
+from gameon.atomic import atomic_write
 from gameon.envs import ENV_SKILLS
 from gameon.envs.language import SKILLS, parse
 
@@ -186,14 +186,14 @@ class RunRecord(_Strict):
     checkpoint_sha256: str | None = Field(None, pattern=SHA256)
     """sha256 of the checkpoint file's bytes (None in records made before it was kept)"""
     weights_sha256: str | None = Field(None, pattern=SHA256)
-    """sha256 of the checkpoint's actor tensors and normaliser (benchmark.integrity), which two
+    """sha256 of the checkpoint's actor tensors and normaliser (gameon.integrity), which two
     runs of one seed share whatever folders they ran in"""
     dataset_sha256: str | None = Field(None, pattern=SHA256)
     """collect: sha256 over the final dataset folder's files in a stable order"""
     training: Training | None = None
     """what the training read (None in records made before it was kept)"""
     platform: dict[str, str] | None = None
-    """the machine: system, machine, python and CPU model (benchmark.integrity.platform_info)"""
+    """the machine: system, machine, python and CPU model (gameon.integrity.platform_info)"""
     extra: dict[str, Any] = Field(default_factory=dict)
     """protocol-specific details that no aggregate reads (e.g. collect: why it stopped)"""
 

@@ -1,5 +1,6 @@
 """Evidence about a run's files: content hashes of a checkpoint, its weights and a dataset folder,
-the machine a run ran on, and checks that a dataset (HDF5) or checkpoint is intact.
+where a run ran (machine, package versions, git commit), and checks that a dataset (HDF5) or
+checkpoint is intact.
 
 The hashes serve two readers. The leaderboard rejects two runs that share a checkpoint (a run
 copied under other seed labels), and the audit compares a re-trained run with its claim. The
@@ -13,11 +14,15 @@ one seed in different folders save byte-different files with identical weights.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import platform
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import gameon
 
 CHUNK = 1 << 20
 
@@ -64,7 +69,7 @@ def folder_sha256(folder: str | Path) -> str:
 def weights_sha256(checkpoint: str | Path) -> str:
     """The sha256 of a checkpoint's actor (architecture and tensors) and normaliser, independent
     of the arguments and paths the file also holds; ValueError if it is not a checkpoint."""
-    from gameon.baselines.common import load_checkpoint
+    from gameon.policy import load_checkpoint
 
     actor, normalizer, payload = load_checkpoint(checkpoint)
     digest = hashlib.sha256()
@@ -105,6 +110,34 @@ def platform_info() -> dict[str, str]:
     }
 
 
+def versions() -> dict[str, str | None]:
+    """Installed versions of the packages a run's numbers depend on."""
+    found = {}
+    for package in ("gameon-rl", "mujoco", "gymnasium", "torch", "minari", "numpy"):
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def git_commit() -> str | None:
+    """The source tree's git commit, if it is a git checkout."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(gameon.__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip() or None
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -117,7 +150,7 @@ def _cpu_model() -> str:
 
 def check_checkpoint(path: str | Path) -> BadFile | None:
     """None if the checkpoint loads as a policy, else what is wrong with it."""
-    from gameon.baselines.common import load_checkpoint
+    from gameon.policy import load_checkpoint
 
     path = Path(path)
     if not path.is_file():

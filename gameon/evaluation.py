@@ -3,7 +3,7 @@
 A suite is a fixed list of (instruction, seed) pairs per env: for every skill the env practises,
 `episodes_per_skill` instructions sampled from a seeded generator, each with its own reset seed.
 A policy is any callable from one observation dict to one action; a policy with memory across
-steps (e.g. the temporal ensemble of `baselines.common.ChunkingPolicy`) may also have a `reset()`
+steps (e.g. the temporal ensemble of `gameon.policy.ChunkingPolicy`) may also have a `reset()`
 method, which `evaluate` calls at the start of every episode. Success is the oracle's
 `info["success"]` at the end of the episode, reported per skill as counts and rates.
 """
