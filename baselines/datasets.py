@@ -1,4 +1,5 @@
-"""Minari datasets of scripted-expert episodes, and loading them as flat transition arrays.
+"""Minari datasets: scripted-expert episodes, the one writer every dataset goes through, and loading
+them as flat transition arrays.
 
 Collect (every skill of the env, `episodes_per_skill` episodes each, sampled instructions):
 
@@ -18,8 +19,11 @@ embodiment writes one segment per skill of a multi-skill episode; `collect` writ
 episode). `chunk_indices` gives each transition's chunk of target rows within its segment, for
 the action-chunking learners. Other per-step infos and per-episode metadata are ignored.
 
-Minari's `DataCollector` needs jax to buffer steps, so episodes are buffered here as numpy
-arrays and written with `minari.create_dataset_from_buffers` once collection has finished.
+Minari's `DataCollector` needs jax to buffer steps, so episodes are buffered as numpy arrays and
+written by `write_episodes` (with `minari.create_dataset_from_buffers`) once collected: the seed
+datasets here and the experimenter's embodiment alike. A new version of a dataset is built in a
+hidden staging folder beside it and swapped in with renames under a lock, so an interrupted write
+loses nothing and two writers never interleave.
 Nothing is ever downloaded: loading uses `minari.load_dataset(..., download=False)`.
 """
 
@@ -30,21 +34,24 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 import minari
 import numpy as np
 from minari.data_collector.episode_buffer import EpisodeBuffer
 from minari.dataset.minari_dataset import parse_dataset_id
+from minari.dataset.minari_storage import MinariStorage
+from minari.namespace import create_namespace, list_local_namespaces
 from rich.progress import Progress
 
 import gameon
-from gameon.atomic import atomic_write
+from gameon.atomic import atomic_write, file_lock
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.experts import make_expert
 from gameon.policy import Normalizer, check_env_id, flat_observation, flat_size
@@ -199,6 +206,169 @@ def write_json(path: Path, payload: dict) -> None:
     atomic_write(path, json.dumps(payload, indent=2) + "\n")
 
 
+# -- writing: every dataset is built in a staging folder and swapped in under a lock -----------
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One episode to write: Minari's buffer (its id is assigned on writing), its `episodes.json`
+    record and its Minari episode metadata (the record in a form HDF5 attributes can hold)."""
+
+    buffer: EpisodeBuffer
+    record: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a new dataset says about itself: Minari's fields and the `gameon` metadata."""
+
+    env_id: str
+    algorithm_name: str
+    author: str
+    code_permalink: str
+    description: str
+    gameon: dict[str, Any]
+
+
+def write_episodes(
+    env: gym.Env,
+    dataset_id: str,
+    episodes: Sequence[Episode],
+    info: DatasetInfo,
+    datasets_path: str | Path | None = None,
+    existing: Literal["append", "replace", "refuse"] = "append",
+) -> Path:
+    """Write episodes to a dataset (created if missing) and return its folder.
+
+    `existing` says what happens to a dataset already there: its episodes are kept and these
+    follow them (append), it is replaced (replace), or a FileExistsError is raised (refuse). The
+    new version is built in a hidden staging folder beside the dataset and swapped in with renames
+    under a lock, so an interrupted write loses nothing and two writers never interleave.
+    """
+    check_dataset_id(dataset_id)
+    if not episodes:
+        raise ValueError("no episodes to record")
+    root = Path(datasets_path or default_datasets_path()).resolve()
+    target = root / dataset_id
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(target.with_name(f".{target.name}.lock"), timeout=None):
+        _recover(target)
+        if target.exists() and existing == "refuse":
+            raise FileExistsError(
+                f"dataset {dataset_id} already exists at {target}; append to it, replace it or "
+                "choose another dataset id"
+            )
+        _ensure_namespace(dataset_id, root)
+        stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
+        try:
+            new = stage / dataset_id
+            if target.exists() and existing == "append":
+                shutil.copytree(target, new)
+                _append(env, new, episodes, info.env_id)
+            else:
+                _create(env, stage, dataset_id, episodes, info)
+            _swap_in(new, target)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    return target
+
+
+def _create(
+    env: gym.Env, stage: Path, dataset_id: str, episodes: Sequence[Episode], info: DatasetInfo
+) -> None:
+    """Write a new dataset of these episodes under the staging root."""
+    with datasets_root(stage):
+        dataset = minari.create_dataset_from_buffers(
+            dataset_id=dataset_id,
+            buffer=[replace(e.buffer, id=i) for i, e in enumerate(episodes)],
+            env=env,
+            eval_env=info.env_id,
+            algorithm_name=info.algorithm_name,
+            author=info.author,
+            author_email="n/a",
+            code_permalink=info.code_permalink,
+            description=info.description,
+        )
+        dataset.storage.update_metadata({"gameon": info.gameon})
+    _write_records(stage / dataset_id, dataset.storage, 0, episodes, {}, info.env_id)
+
+
+def _append(env: gym.Env, folder: Path, episodes: Sequence[Episode], env_id: str) -> None:
+    """Add episodes to the copy of a dataset in `folder`, after the ones it has."""
+    storage = MinariStorage.read(folder / "data")
+    if storage.observation_space != env.observation_space:
+        raise ValueError(
+            f"{folder.name}: its observations ({storage.observation_space}) differ from "
+            f"this env's ({env.observation_space}); record into another dataset"
+        )
+    first = storage.total_episodes
+    sidecar = folder / EPISODES_FILE
+    existing = json.loads(sidecar.read_text())["episodes"] if sidecar.is_file() else {}
+    clash = [key for key in existing if int(key) >= first]
+    if clash:
+        raise ValueError(
+            f"{sidecar} records episodes {clash} that Minari's data does not have; "
+            "the dataset is inconsistent"
+        )
+    storage.update_episodes([replace(e.buffer, id=first + i) for i, e in enumerate(episodes)])
+    _write_records(folder, storage, first, episodes, existing, env_id)
+
+
+def _write_records(
+    folder: Path,
+    storage: MinariStorage,
+    first: int,
+    episodes: Sequence[Episode],
+    existing: dict[str, Any],
+    env_id: str,
+) -> None:
+    """Store each episode's record as Minari episode metadata and in `episodes.json`."""
+    ids = list(range(first, first + len(episodes)))
+    storage.update_episode_metadata([e.metadata for e in episodes], ids)
+    records = {**existing, **{str(i): e.record for i, e in zip(ids, episodes, strict=True)}}
+    dataset_id = storage.metadata["dataset_id"]
+    write_json(
+        folder / EPISODES_FILE, {"dataset_id": dataset_id, "env_id": env_id, "episodes": records}
+    )
+
+
+def _old(target: Path) -> Path:
+    return target.with_name(f".{target.name}.old")
+
+
+def _swap_in(new: Path, target: Path) -> None:
+    """Replace `target` by `new`: the old version is moved aside, then removed."""
+    if target.exists():
+        target.rename(_old(target))
+        new.rename(target)
+        shutil.rmtree(_old(target))
+    else:
+        new.rename(target)
+
+
+def _recover(target: Path) -> None:
+    """Finish or roll back a swap that was interrupted, and drop stale staging folders."""
+    old = _old(target)
+    if old.exists():
+        if target.exists():
+            shutil.rmtree(old)
+        else:
+            old.rename(target)
+    for stale in target.parent.glob(f".{target.name}.staging-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _ensure_namespace(dataset_id: str, root: Path) -> None:
+    """Register the dataset id's Minari namespace under `root` if it is not there yet."""
+    if "/" not in dataset_id:
+        return
+    namespace = dataset_id.rsplit("/", 1)[0]
+    with datasets_root(root):
+        if namespace not in list_local_namespaces():
+            create_namespace(namespace)
+
+
 def _check_args(args: Args) -> None:
     check_env_id(args.env_id)
     if args.env_id not in ENV_SKILLS:
@@ -314,43 +484,30 @@ def collect(args: Args) -> minari.MinariDataset:
                 )
     collection_time = time.perf_counter() - start
 
-    with datasets_root(args.datasets_path):
-        if target.exists():
-            shutil.rmtree(target)
-        dataset = minari.create_dataset_from_buffers(
-            dataset_id=args.dataset_id,
-            buffer=buffers,
-            env=env,
-            eval_env=args.env_id,
-            algorithm_name="scripted-expert",
-            author=args.author,
-            author_email="n/a",
-            code_permalink="gameon.baselines.datasets",
-            description=(
-                f"Scripted-expert episodes of {args.env_id} ({', '.join(skills)}), "
-                f"{args.episodes_per_skill} per skill, expert noise "
-                f"{list(args.noise_levels) or [args.noise]}, failed fraction "
-                f"{args.failed_fraction} ({args.failed_policy}), {args.reward_mode} rewards."
-            ),
-        )
-        dataset.storage.update_metadata(
-            {
-                "gameon": {
-                    "env_id": args.env_id,
-                    "skills": list(skills),
-                    "collect_args": asdict(args),
-                    "gameon_version": gameon.__version__,
-                }
-            }
-        )
-        dataset.storage.update_episode_metadata(
-            [records[str(i)] for i in range(len(buffers))], list(range(len(buffers)))
-        )
-    env.close()
-    write_json(
-        target / EPISODES_FILE,
-        {"dataset_id": args.dataset_id, "env_id": args.env_id, "episodes": records},
+    info = DatasetInfo(
+        env_id=args.env_id,
+        algorithm_name="scripted-expert",
+        author=args.author,
+        code_permalink="gameon.baselines.datasets",
+        description=(
+            f"Scripted-expert episodes of {args.env_id} ({', '.join(skills)}), "
+            f"{args.episodes_per_skill} per skill, expert noise "
+            f"{list(args.noise_levels) or [args.noise]}, failed fraction "
+            f"{args.failed_fraction} ({args.failed_policy}), {args.reward_mode} rewards."
+        ),
+        gameon={
+            "env_id": args.env_id,
+            "skills": list(skills),
+            "collect_args": asdict(args),
+            "gameon_version": gameon.__version__,
+        },
     )
+    episodes = [Episode(b, records[str(b.id)], records[str(b.id)]) for b in buffers]
+    existing = "replace" if args.overwrite else "refuse"
+    write_episodes(env, args.dataset_id, episodes, info, args.datasets_path, existing)
+    env.close()
+    with datasets_root(args.datasets_path):
+        dataset = minari.load_dataset(args.dataset_id, download=False)
 
     steps = sum(r["length"] for r in records.values())
     print(

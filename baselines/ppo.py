@@ -62,6 +62,7 @@ from gameon.baselines.common import (
     make_training_envs,
     seed_everything,
 )
+from gameon.envs.stacking_env import REWARD_MODES
 from gameon.evaluation import EvalReport
 from gameon.experimenter.coded_actions import (
     DEFAULT_MAX_SKILL_STEPS,
@@ -78,7 +79,6 @@ from gameon.experimenter.curriculum import (
 from gameon.policy import Actor, Normalizer, Policy, check_env_id, flat_observation, flat_size
 
 ALGO = "ppo"
-REWARD_MODES = ("sparse", "dense")
 VECTORIZATIONS = ("sync", "async")
 LOG_2PI = math.log(2 * math.pi)
 

@@ -73,6 +73,7 @@ from gameon.baselines.common import (
 )
 from gameon.baselines.datasets import run_episode
 from gameon.envs.language import all_instructions
+from gameon.envs.stacking_env import REWARD_MODES
 from gameon.evaluation import EvalReport
 from gameon.experimenter.coded_actions import (
     DEFAULT_MAX_SKILL_STEPS,
@@ -89,7 +90,6 @@ from gameon.experimenter.curriculum import (
 from gameon.policy import Actor, Normalizer, Policy, check_env_id, flat_observation, flat_size
 
 ALGO = "sac"
-REWARD_MODES = ("sparse", "dense")
 VECTORIZATIONS = ("sync", "async")
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 LOG_2PI = math.log(2 * math.pi)

@@ -51,14 +51,21 @@ from pathlib import Path
 from typing import Literal
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from gameon.atomic import atomic_write, file_lock
 from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
 from gameon.benchmark.stats import iqm, iqm_ci
 from gameon.evaluation import SUITE_SEED, EvalReport, EvalTask, evaluation_suite
 from gameon.integrity import file_sha256
-from gameon.records import RANKED_MODE, RECORD_FILE, Evaluation, RunRecord, load_record
+from gameon.records import (
+    RANKED_MODE,
+    RECORD_FILE,
+    Evaluation,
+    RunRecord,
+    StrictModel,
+    load_record,
+)
 
 BOARD_FORMAT = "gameon-leaderboard-v1"
 BOARD_FILE = "leaderboard.json"
@@ -80,11 +87,7 @@ class BoardError(ValueError):
     """The board itself (leaderboard.json) is unreadable; it is left untouched."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class BoardRun(_Strict):
+class BoardRun(StrictModel):
     """One run of an entry: its recomputed numbers and where its record's copy is."""
 
     run_id: str
@@ -103,7 +106,7 @@ class BoardRun(_Strict):
     (None on entries made before it was kept: computed from the record copy)"""
 
 
-class RunAudit(_Strict):
+class RunAudit(StrictModel):
     """One audited run: how the evaluation of its re-run training compares with its claim."""
 
     run_id: str
@@ -119,7 +122,7 @@ class RunAudit(_Strict):
     """why: what matched or differed, or why the run could not be audited"""
 
 
-class EntryAudit(_Strict):
+class EntryAudit(StrictModel):
     """The latest audit of an entry (`gameon leaderboard audit`): K sampled runs re-trained."""
 
     audited: bool
@@ -133,7 +136,7 @@ class EntryAudit(_Strict):
     results: list[RunAudit]
 
 
-class BoardEntry(_Strict):
+class BoardEntry(StrictModel):
     """One accepted submission: the group, the recomputed aggregates and its runs."""
 
     id: str
@@ -164,7 +167,7 @@ class BoardEntry(_Strict):
     audit: EntryAudit | None = None
 
 
-class Board(_Strict):
+class Board(StrictModel):
     """The contents of leaderboard.json."""
 
     format: Literal["gameon-leaderboard-v1"] = BOARD_FORMAT

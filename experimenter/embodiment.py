@@ -15,44 +15,31 @@ Every step records who acted (`EpisodeRecord.actors`, indices into `ACTORS`).
 the task's own goal, judged by the task's verdict, marked relabelled. `evaluate_composed` runs a
 target env's evaluation suite through the library's plans with learned executors only.
 
-`Embodiment.record(records, dataset_id)` appends episodes to a Minari dataset laid out as
-`baselines.datasets` writes them (so `datasets.load` reads them for BC and IQL): `data/` plus the
+`Embodiment.record(records, dataset_id)` appends episodes to a Minari dataset through
+`baselines.datasets.write_episodes` (so `datasets.load` reads them for BC and IQL): `data/` plus the
 `episodes.json` sidecar, whose record per episode (task, skill sequence, per-skill outcomes) is
 also Minari's episode metadata. Per step the dataset holds the active sub-instruction's goal,
 reward, success and actor; an episode's step flags are per skill: the last step of a skill is a
 termination if the skill succeeded and a truncation if its budget ran out (so the flags, like
 the goal, describe the active sub-task; at a truncated boundary the next observation already
-carries the next skill's goal). A new dataset version is built in a hidden staging folder beside
-the dataset and swapped in with renames, under a lock, so an interrupted append loses nothing.
+carries the next skill's goal). The writer builds each new version in a staging folder and swaps
+it in under a lock, so an interrupted append loses nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import minari
 import numpy as np
 from minari.data_collector.episode_buffer import EpisodeBuffer
-from minari.dataset.minari_storage import MinariStorage
-from minari.namespace import create_namespace, list_local_namespaces
 
 import gameon
-from gameon.baselines.datasets import (
-    EPISODES_FILE,
-    check_dataset_id,
-    datasets_root,
-    default_datasets_path,
-    write_json,
-)
+from gameon.baselines.datasets import DatasetInfo, Episode, write_episodes
 from gameon.envs import ENV_SKILLS, language, oracle
 from gameon.envs.language import SKILLS, Instruction
 from gameon.evaluation import EvalEpisode, EvalReport, evaluation_suite
@@ -443,97 +430,28 @@ class Embodiment:
         append: bool = True,
     ) -> Path:
         """Append episodes to a Minari dataset (created if missing); return its folder."""
-        check_dataset_id(dataset_id)
-        if not records:
-            raise ValueError("no episodes to record")
-        root = Path(datasets_path or default_datasets_path()).resolve()
-        target = root / dataset_id
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with _lock(target):
-            _recover(target)
-            if target.exists() and not append:
-                raise FileExistsError(
-                    f"dataset {dataset_id} already exists at {target}; pass append=True to add "
-                    "to it or choose another dataset id"
-                )
-            _ensure_namespace(dataset_id, root)
-            stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-", dir=target.parent))
-            try:
-                new = stage / dataset_id
-                if target.exists():
-                    shutil.copytree(target, new)
-                    self._append(new, records)
-                else:
-                    self._create(stage, dataset_id, records)
-                _swap_in(new, target)
-            finally:
-                shutil.rmtree(stage, ignore_errors=True)
-        return target
-
-    def _create(self, stage: Path, dataset_id: str, records: Sequence[EpisodeRecord]) -> None:
-        """Write a new dataset of these episodes under the staging root."""
-        with datasets_root(stage):
-            dataset = minari.create_dataset_from_buffers(
-                dataset_id=dataset_id,
-                buffer=[record.buffer(i) for i, record in enumerate(records)],
-                env=self.env,
-                eval_env=self.env_id,
-                algorithm_name="gameon-embodiment",
-                author="gameon-rl",
-                author_email="n/a",
-                code_permalink="gameon.experimenter.embodiment",
-                description=(
-                    f"Tasks of {self.env_id} executed as sequences of skills from the skill "
-                    "library, each skill judged by the oracle."
-                ),
-            )
-            dataset.storage.update_metadata(
-                {
-                    "gameon": {
-                        "env_id": self.env_id,
-                        "skills": list(ENV_SKILLS[self.env_id][0]),
-                        "source": POLICY_NAME,
-                        "gameon_version": gameon.__version__,
-                    }
-                }
-            )
-        self._write_records(stage / dataset_id, dataset.storage, 0, records, {})
-
-    def _append(self, folder: Path, records: Sequence[EpisodeRecord]) -> None:
-        """Add episodes to the copy of a dataset in `folder`, after the ones it has."""
-        storage = MinariStorage.read(folder / "data")
-        if storage.observation_space != self.env.observation_space:
-            raise ValueError(
-                f"{folder.name}: its observations ({storage.observation_space}) differ from "
-                f"this env's ({self.env.observation_space}); record into another dataset"
-            )
-        first = storage.total_episodes
-        sidecar = folder / EPISODES_FILE
-        existing = json.loads(sidecar.read_text())["episodes"] if sidecar.is_file() else {}
-        clash = [key for key in existing if int(key) >= first]
-        if clash:
-            raise ValueError(
-                f"{sidecar} records episodes {clash} that Minari's data does not have; "
-                "the dataset is inconsistent"
-            )
-        storage.update_episodes([record.buffer(first + i) for i, record in enumerate(records)])
-        self._write_records(folder, storage, first, records, existing)
-
-    def _write_records(
-        self,
-        folder: Path,
-        storage: MinariStorage,
-        first: int,
-        records: Sequence[EpisodeRecord],
-        existing: dict[str, Any],
-    ) -> None:
-        """Store each episode's record as Minari episode metadata and in `episodes.json`."""
-        ids = list(range(first, first + len(records)))
-        storage.update_episode_metadata([r.minari_metadata() for r in records], ids)
-        episodes = {**existing, **{str(i): r.summary() for i, r in zip(ids, records, strict=True)}}
-        dataset_id = storage.metadata["dataset_id"]
-        payload = {"dataset_id": dataset_id, "env_id": self.env_id, "episodes": episodes}
-        write_json(folder / EPISODES_FILE, payload)
+        info = DatasetInfo(
+            env_id=self.env_id,
+            algorithm_name="gameon-embodiment",
+            author="gameon-rl",
+            code_permalink="gameon.experimenter.embodiment",
+            description=(
+                f"Tasks of {self.env_id} executed as sequences of skills from the skill "
+                "library, each skill judged by the oracle."
+            ),
+            gameon={
+                "env_id": self.env_id,
+                "skills": list(ENV_SKILLS[self.env_id][0]),
+                "source": POLICY_NAME,
+                "gameon_version": gameon.__version__,
+            },
+        )
+        episodes = [Episode(r.buffer(0), r.summary(), r.minari_metadata()) for r in records]
+        existing = "append" if append else "refuse"
+        try:
+            return write_episodes(self.env, dataset_id, episodes, info, datasets_path, existing)
+        except FileExistsError as error:
+            raise FileExistsError(f"{error}; here: pass append=True to add to it") from None
 
     def close(self) -> None:
         self.env.close()
@@ -543,54 +461,6 @@ class Embodiment:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-@contextlib.contextmanager
-def _lock(target: Path) -> Iterator[None]:
-    """Hold an exclusive lock on a dataset, so two writers never interleave their swaps."""
-    path = target.with_name(f".{target.name}.lock")
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _old(target: Path) -> Path:
-    return target.with_name(f".{target.name}.old")
-
-
-def _swap_in(new: Path, target: Path) -> None:
-    """Replace `target` by `new`: the old version is moved aside, then removed."""
-    if target.exists():
-        target.rename(_old(target))
-        new.rename(target)
-        shutil.rmtree(_old(target))
-    else:
-        new.rename(target)
-
-
-def _recover(target: Path) -> None:
-    """Finish or roll back a swap that was interrupted, and drop stale staging folders."""
-    old = _old(target)
-    if old.exists():
-        if target.exists():
-            shutil.rmtree(old)
-        else:
-            old.rename(target)
-    for stale in target.parent.glob(f".{target.name}.staging-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-
-
-def _ensure_namespace(dataset_id: str, root: Path) -> None:
-    """Register the dataset id's Minari namespace under `root` if it is not there yet."""
-    if "/" not in dataset_id:
-        return
-    namespace = dataset_id.rsplit("/", 1)[0]
-    with datasets_root(root):
-        if namespace not in list_local_namespaces():
-            create_namespace(namespace)
 
 
 def evaluate_composed(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import string
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,12 +42,12 @@ from gameon.atomic import atomic_write
 from gameon.envs import language, oracle
 from gameon.envs.experts import make_expert
 from gameon.envs.language import COLOURS, SKILLS, Instruction, parse
+from gameon.evaluation import Policy
 from gameon.experimenter.coded_api import scene_message
 from gameon.experimenter.sandbox import SandboxedSkill, SkillRejected
 
 LIBRARY_FORMAT = "gameon-skill-library-v1"
 EXECUTOR_KINDS = ("scripted", "learned", "macro", "coded")
-Policy = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Atomic, durable file writes and an exclusive lock, so readers never see half a file and two
-writers never interleave a read-modify-write (the report's outputs, the leaderboard)."""
+"""Atomic, durable file writes and the one exclusive lock, so readers never see half a file and
+two writers never interleave a read-modify-write (the report's outputs, the leaderboard, the
+datasets, a results folder)."""
 
 from __future__ import annotations
 
@@ -44,22 +45,26 @@ def _sync_directory(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def file_lock(path: str | Path, timeout: float = 60.0) -> Iterator[None]:
-    """Hold an exclusive advisory lock on `path` (created if missing); TimeoutError after
-    `timeout` seconds of waiting for another holder."""
+def file_lock(path: str | Path, timeout: float | None = 60.0) -> Iterator[int]:
+    """Hold an exclusive advisory lock on `path` (created if missing) and yield its descriptor.
+
+    `timeout`: seconds to wait for another holder before a TimeoutError (0: do not wait; None:
+    wait as long as it takes). The lock goes with the open file: a child process that inherits
+    the descriptor keeps the lock until it ends too (the benchmark runner's workers rely on it).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout
     with open(path, "a") as handle:
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{path} is held by another writer") from None
-                time.sleep(0.05)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        if timeout is None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"{path} is held by another writer") from None
+                    time.sleep(0.05)
+        yield handle.fileno()

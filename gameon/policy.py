@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import pickle
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from torch import nn
 import gameon
 from gameon.envs.language import COLOURS, MAX_TOWER, SKILLS
 from gameon.envs.world import PROPRIO_SIZE, state_size
+from gameon.evaluation import Policy
 
 CHECKPOINT_FORMAT = "gameon-policy-v3"
 """v2: flat observations end with the instruction's blocks relative to the TCP. v3: adds
@@ -30,7 +30,6 @@ CHECKPOINT_FORMAT = "gameon-policy-v3"
 ensemble_decay. Both load; v2 checkpoints hold `Actor`s."""
 READABLE_FORMATS = ("gameon-policy-v2", CHECKPOINT_FORMAT)
 _SLOTS = slice(len(SKILLS), len(SKILLS) + MAX_TOWER * len(COLOURS))
-Policy = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
 def flat_observation(observation: dict[str, np.ndarray]) -> np.ndarray:

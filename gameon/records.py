@@ -41,11 +41,13 @@ RANKED_MODE = "composed"
 """Name of the run record inside a run's folder."""
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """A pydantic model that refuses unknown keys (a misspelt field is an error, not ignored)."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class EpisodeOutcome(_Strict):
+class EpisodeOutcome(StrictModel):
     """One evaluation episode: an (instruction, seed) pair of the suite and the oracle's verdict."""
 
     instruction: str
@@ -66,7 +68,7 @@ class EpisodeOutcome(_Strict):
         return self
 
 
-class Evaluation(_Strict):
+class Evaluation(StrictModel):
     """The final evaluation: every episode of the shared suite of `env_id`."""
 
     env_id: str
@@ -85,7 +87,7 @@ class Evaluation(_Strict):
         return {skill: self.success_rate((skill,)) for skill in skills}
 
 
-class CurvePoint(_Strict):
+class CurvePoint(StrictModel):
     """One point of a learning curve: the step (env steps or iteration) and evaluated success."""
 
     step: int = Field(ge=0)
@@ -93,7 +95,7 @@ class CurvePoint(_Strict):
     per_skill: dict[str, float]
 
 
-class VLMUsage(_Strict):
+class VLMUsage(StrictModel):
     """What a run asked of a VLM backend (all zero for curricula without one)."""
 
     backend: str | None = None
@@ -108,7 +110,7 @@ class VLMUsage(_Strict):
     counted in fallbacks; 0 in records made before the cap existed)"""
 
 
-class TargetEvaluation(_Strict):
+class TargetEvaluation(StrictModel):
     """A final evaluation on a target env's suite, of the monolithic or the composed policy.
 
     monolithic: the policy conditioned on the task's own goal (e.g. the tower instruction);
@@ -120,7 +122,7 @@ class TargetEvaluation(_Strict):
     evaluation: Evaluation
 
 
-class Collected(_Strict):
+class Collected(StrictModel):
     """What the collect protocol practised: episodes per skill and mentions per block colour."""
 
     episodes: int = Field(ge=0)
@@ -131,7 +133,7 @@ class Collected(_Strict):
 SHA256 = r"^[0-9a-f]{64}$"
 
 
-class Training(_Strict):
+class Training(StrictModel):
     """Everything a re-run of the training reads, so an audit can rebuild the run from it."""
 
     config: dict[str, Any]
@@ -146,7 +148,7 @@ class Training(_Strict):
     it)"""
 
 
-class RunRecord(_Strict):
+class RunRecord(StrictModel):
     """One run of the harness, validated; see the module docstring."""
 
     format: Literal["gameon-run-record-v1"] = RECORD_FORMAT
