@@ -23,14 +23,8 @@ import torch
 
 from gameon.envs.language import parse
 from gameon.evaluation import EvalReport, evaluate, evaluation_suite
-from gameon.experimenter.curriculum import (
-    CURRICULA,
-    Curriculum,
-    Outcome,
-    curriculum_for_env,
-    make_curriculum,
-    save_curriculum,
-)
+from gameon.experimenter.curricula import check_curriculum_settings, curriculum_for_env
+from gameon.experimenter.curriculum import Curriculum, Outcome, save_curriculum
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 from gameon.policy import Actor, ChunkedActor, Normalizer, Policy, make_policy, save_checkpoint
 
@@ -185,16 +179,14 @@ def make_training_curriculum(args: Any, run_dir: Path | None = None) -> Curricul
     budget = episode_budget(
         args.env_id, args.total_timesteps, args.num_envs, args.max_episode_steps
     )
-    vlm_options = None
-    if args.curriculum == "vlm":
-        vlm_options = {
-            "backend": args.vlm_backend,
-            "model": args.vlm_model,
-            "base_url": args.vlm_base_url,
-            "replay_path": args.vlm_replay,
-            "transcript": run_dir,
-            "interval": args.vlm_interval,
-        }
+    vlm_options = {
+        "backend": args.vlm_backend,
+        "model": args.vlm_model,
+        "base_url": args.vlm_base_url,
+        "replay_path": args.vlm_replay,
+        "transcript": run_dir,
+        "interval": args.vlm_interval,
+    }
     return curriculum_for_env(
         args.env_id,
         args.curriculum,
@@ -244,21 +236,11 @@ CURRICULUM_TASKS = ("all", "targets")
 
 def check_curriculum_args(args: Any) -> None:
     """Reject curriculum settings of an online learner's Args that cannot work together."""
-    if args.curriculum not in CURRICULA:
-        make_curriculum(args.curriculum)  # raises, naming the accepted ones
+    settings = ("vlm_model", "vlm_base_url", "vlm_replay", "hand_curriculum")
+    check_curriculum_settings(args.curriculum, {name: getattr(args, name) for name in settings})
     if args.curriculum_tasks not in CURRICULUM_TASKS:
         raise ValueError(
             f"unknown curriculum_tasks {args.curriculum_tasks!r}; accepted: all, targets"
         )
-    vlm_only = (args.vlm_model, args.vlm_base_url, args.vlm_replay)
-    if args.curriculum != "vlm" and any(value is not None for value in vlm_only):
-        raise ValueError(
-            f"vlm_model, vlm_base_url and vlm_replay are only read by the vlm curriculum, "
-            f"not {args.curriculum!r}"
-        )
     if args.vlm_interval < 1:
         raise ValueError(f"vlm_interval must be >= 1 episodes, got {args.vlm_interval}")
-    if args.hand_curriculum is not None and args.curriculum != "hand":
-        raise ValueError(
-            f"hand_curriculum is only read by the hand curriculum, not {args.curriculum!r}"
-        )

@@ -21,7 +21,6 @@ import sys
 import time
 import traceback
 from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from gameon.records import (
     RunRecord,
     Training,
     VLMUsage,
-    env_version,
+    build_record,
     load_record,
     write_record,
 )
@@ -82,19 +81,17 @@ def online_record(
     """The run record of an online learner's summary (see baselines.ppo.train)."""
     from gameon.baselines.common import training_env_options
     from gameon.evaluation import SUITE_SEED
-    from gameon.integrity import checkpoint_evidence, git_commit, platform_info, versions
 
-    checkpoint = Path(summary["checkpoint"])
     transcript = run_dir / "transcript.jsonl"
-    return RunRecord(
+    return build_record(
+        run_dir=run_dir,
         run_id=run.run_id,
         protocol="online",
         curriculum=run.curriculum.name,
         curriculum_label=summary["curriculum_label"],
         learner=run.learner,
         env_id=run.env_id,
-        env_version=env_version(run.env_id),
-        target_skills=list(ENV_SKILLS[run.env_id][0]),
+        target_skills=ENV_SKILLS[run.env_id][0],
         seed=run.seed,
         budget={key: int(getattr(args, key)) for key in BUDGET_KEYS["online"]},
         curve_unit="env_steps",
@@ -114,17 +111,12 @@ def online_record(
         wall_seconds=wall_seconds,
         env_steps=summary["global_step"],
         steps_per_second=summary["sps"],
-        versions=versions(),
-        git_commit=git_commit(),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        checkpoint=_relative(checkpoint, run_dir),
-        **checkpoint_evidence(checkpoint),
+        checkpoint=Path(summary["checkpoint"]),
         training=Training(
             config=asdict(args),
             env_kwargs=training_env_options(args),
             transcript=transcript.name if transcript.is_file() else None,
         ),
-        platform=platform_info(),
         extra={
             "settings": run.settings,
             "train_seconds": summary.get("train_seconds"),
@@ -134,13 +126,6 @@ def online_record(
             "curriculum_state": summary.get("curriculum_state"),
         },
     )
-
-
-def _relative(path: Path, run_dir: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(run_dir.resolve()))
-    except ValueError:
-        return str(path)
 
 
 def run_collect(run: RunSpec, run_dir: Path) -> RunRecord:

@@ -19,16 +19,18 @@ on a success rate), `lp` (learning progress, per task or per skill) and two cont
 the harness itself: `positive_control` (privileged: practises the first not yet mastered skill of
 the target's prerequisite chain, read from the learner's evaluations) and `negative_control`
 (spends the budget on reach and push tasks the target does not need). The `vlm` curriculum lives
-in `vlm_curriculum.py`. `make_curriculum` builds any of them by name; a new curriculum is one
-class plus one line in `_REGISTRY`. An outcome whose instruction parses but is not among a
-curriculum's tasks is ignored.
+in `vlm_curriculum.py`, the registry that sees them all in `curricula.py` (`make_curriculum`,
+`curriculum_for_env`). What differs between curricula is said by the curricula themselves
+(`setup_options`, `settings`, `usage()`, `use_library`, `experimenter`), never by a test of a
+curriculum's name, so a new curriculum is one class plus one line in the registry. An outcome
+whose instruction parses but is not among a curriculum's tasks is ignored.
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,6 +40,8 @@ import numpy as np
 from gameon.atomic import atomic_write
 from gameon.envs import ENV_IDS, ENV_SKILLS
 from gameon.envs.language import COLOURS, SKILLS, all_instructions, parse
+from gameon.experimenter.skills import SkillLibrary
+from gameon.records import VLMUsage
 
 try:
     import tomllib
@@ -63,17 +67,24 @@ PREREQUISITES: dict[str, tuple[str, ...]] = {
 knows)."""
 DISTRACTOR_SKILLS = ("reach", "push")
 """The skills the negative control may practise, outside the target's chain."""
-NO_VLM_USAGE: dict[str, Any] = {
-    "backend": None,
-    "model": None,
-    "calls": 0,
-    "prompt_tokens": 0,
-    "completion_tokens": 0,
-    "cost_usd": 0.0,
-    "fallbacks": 0,
-    "capped_calls": 0,
-}
-"""The VLM usage of a curriculum that asks no model (the keys of gameon.records.VLMUsage)."""
+NO_VLM_USAGE: dict[str, Any] = VLMUsage().model_dump()
+"""The VLM usage of a curriculum that asks no model: gameon.records.VLMUsage's defaults."""
+
+
+@dataclass(frozen=True)
+class CurriculumSetup:
+    """What `curriculum_for_env` knows when it builds a curriculum: the env it trains on and the
+    caller's settings, each read only by the curricula that need it (`setup_options`)."""
+
+    env_id: str
+    colours: Sequence[str]
+    """the env's block colours"""
+    hand_path: str | Path | None = None
+    """hand: the TOML file of its stages (None: the shipped one)"""
+    vlm_options: Mapping[str, Any] | None = None
+    """vlm: options of `make_vlm_curriculum` (backend, model, transcript, interval, ...)"""
+    group: str | None = None
+    """lp and the vlm's background lp: keep learning progress per task or skill (None: task)"""
 
 
 @dataclass(frozen=True)
@@ -140,11 +151,23 @@ class Curriculum(ABC):
     """Proposes instruction texts and learns from episode outcomes; the batch forms loop.
 
     A subclass sets `name` and `tasks` (the canonical instructions it knows) and implements
-    propose/update/state_dict/load_state_dict; `build` is how `make_curriculum` constructs it.
+    propose/update/state_dict/load_state_dict; `build` is how `make_curriculum` constructs it and
+    `setup_options` what it reads of the env it trains on.
     """
 
     name: ClassVar[str]
     tasks: tuple[str, ...]
+    settings: ClassVar[tuple[str, ...]] = ()
+    """Run settings (fields of LoopConfig or a learner's Args) that only this curriculum reads;
+    `curricula.check_curriculum_settings` refuses them for any other curriculum."""
+    keeps_transcript: ClassVar[bool] = False
+    """Whether it writes what it asked a model to the run folder (`transcript.jsonl`), so a
+    learner builds it again once that folder exists."""
+    experimenter: ClassVar[bool] = False
+    """Whether the collect loop runs the experimenter's steps with it (`vlm/collect.py`): consult
+    on each iteration's first scene, plan every task, analyse the curves and promote by verdict,
+    add verified macro and coded skills. Such a curriculum implements `consult`, `plan`,
+    `analyse`, `propose_skill`, `decide_code_or_learn` and `write_code` as the vlm one does."""
 
     def __init__(self, seed: int | None = 0) -> None:
         self.rng = np.random.default_rng(seed)
@@ -165,6 +188,12 @@ class Curriculum(ABC):
             raise ValueError(f"the {cls.name} curriculum needs tasks, e.g. task_set(env_id)")
         return cls(tasks, seed, **options)
 
+    @classmethod
+    def setup_options(cls, setup: CurriculumSetup) -> dict[str, Any]:
+        """The options `build` takes from the env it trains on and the caller's settings: none
+        here (a curriculum ignores what it does not read)."""
+        return {}
+
     @property
     def label(self) -> str:
         """How results of this curriculum are labelled (its name unless it says more)."""
@@ -172,7 +201,12 @@ class Curriculum(ABC):
 
     def usage(self) -> dict[str, Any]:
         """What the curriculum asked of a VLM (the keys of records.VLMUsage): zeros here."""
-        return dict(NO_VLM_USAGE)
+        return VLMUsage().model_dump()
+
+    def use_library(self, library: SkillLibrary) -> None:
+        """Hear of the collect run's skill library, which grows during the run (not read here;
+        the vlm curriculum describes it to its model)."""
+        return None
 
     def brief(self) -> dict[str, Any]:
         """A short, JSON-ready form of the curriculum's state for a run's summary."""
@@ -367,6 +401,7 @@ class HandCurriculum(Curriculum):
     """
 
     name = "hand"
+    settings = ("hand_curriculum",)
 
     def __init__(self, stages: Sequence[Stage], seed: int | None = 0, review: float = 0.1) -> None:
         super().__init__(seed)
@@ -456,6 +491,14 @@ class HandCurriculum(Curriculum):
                         "(GameOn/MultiSkill-v0 accepts every skill) or another curriculum file"
                     )
         return curriculum
+
+    @classmethod
+    def setup_options(cls, setup: CurriculumSetup) -> dict[str, Any]:
+        """The stages file (`hand_path`, default the shipped one) and the env's colours."""
+        path = Path(setup.hand_path) if setup.hand_path else HAND_CURRICULUM_TOML
+        if not path.is_file():
+            raise ValueError(f"hand_curriculum: no file at {path}")
+        return {"path": path, "colours": setup.colours}
 
     @property
     def stage_name(self) -> str:
@@ -572,6 +615,11 @@ class LearningProgressCurriculum(Curriculum):
         self.fast = [0.0] * len(self.groups)
         self.slow = [0.0] * len(self.groups)
         self.seen = [False] * len(self.groups)
+
+    @classmethod
+    def setup_options(cls, setup: CurriculumSetup) -> dict[str, Any]:
+        """The caller's `group`, if it gives one."""
+        return {} if setup.group is None else {"group": setup.group}
 
     def group_progress(self) -> np.ndarray:
         """Learning progress of every group (task or skill), in `groups` order."""
@@ -834,54 +882,6 @@ class NegativeControl(_ControlCurriculum):
         self._load_base_state(state)
 
 
-# -- the registry --------------------------------------------------------------------------
-
-
-def _build_vlm(tasks: Sequence[str] | None, seed: int | None = 0, **options: Any) -> Curriculum:
-    """The vlm curriculum, imported on first use (it imports this module)."""
-    from gameon.experimenter.vlm_curriculum import make_vlm_curriculum
-
-    options.pop("budget", None)
-    options.pop("target_skills", None)
-    return make_vlm_curriculum(tasks, seed, **options)
-
-
-_REGISTRY: dict[str, Callable[..., Curriculum]] = {
-    "fixed": FixedCurriculum.build,
-    "hand": HandCurriculum.build,
-    "lp": LearningProgressCurriculum.build,
-    "vlm": _build_vlm,
-    "positive_control": PositiveControl.build,
-    "negative_control": NegativeControl.build,
-}
-CURRICULA = tuple(_REGISTRY)
-
-
-def make_curriculum(
-    name: str,
-    tasks: Sequence[str] | None = None,
-    seed: int | None = 0,
-    *,
-    budget: int | None = None,
-    target_skills: Sequence[str] | str | None = None,
-    **options: Any,
-) -> Curriculum:
-    """Build a curriculum by name: fixed | hand | lp | vlm | positive_control | negative_control.
-
-    All but hand need `tasks`. hand reads `path` (default: the shipped TOML) for a scene of
-    `colours` (default 3 blocks); when `tasks` is given, every stage task must be among them;
-    `budget` (the outcomes the run will report) sizes the stages that give `window_share`. The
-    controls need `target_skills` (e.g. ("tower",)); positive_control takes `mastery`. Curricula
-    that read neither ignore `budget` and `target_skills`. `options` go to the curriculum's
-    constructor (lp: fast, slow, explore, group); vlm takes them as `make_vlm_curriculum` does
-    (backend name or instance, model, base_url, transcript, replay_path, interval,
-    proposal_size, group, ...).
-    """
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown curriculum {name!r}; accepted: {', '.join(CURRICULA)}")
-    return _REGISTRY[name](tasks, seed, budget=budget, target_skills=target_skills, **options)
-
-
 # -- helpers for learners that train under a curriculum ---------------------------------------
 
 
@@ -899,75 +899,6 @@ def episode_budget(
     limit = max_episode_steps or ENV_SKILLS[env_id][1]
     envs = max(1, int(num_envs))
     return max(1, envs * ((int(total_steps) // envs) // int(limit)))
-
-
-def curriculum_for_env(
-    env_id: str,
-    name: str,
-    seed: int,
-    hand_path: str | Path | None = None,
-    targets_only: bool = False,
-    vlm_options: Mapping[str, Any] | None = None,
-    budget: int | None = None,
-    target_skills: Sequence[str] | None = None,
-    group: str | None = None,
-) -> Curriculum:
-    """A curriculum over an env's tasks; a ValueError says why it cannot train there.
-
-    `vlm_options` go to the vlm curriculum (see `make_vlm_curriculum`); its scene camera
-    defaults to the env's front camera. `budget`: the outcomes the run will report to the
-    curriculum (hand sizes its `window_share` stages with it). `target_skills`: what the
-    controls aim at (None: the env's own target skills, `ENV_SKILLS[env_id][0]`; the collect loop
-    passes its target env's). `group`: how lp and the vlm's background lp keep learning progress,
-    task | skill (None: their default, task); the other curricula ignore it.
-    """
-    import gymnasium as gym
-
-    import gameon.envs  # noqa: F401  (registers the ids)
-
-    probe = gym.make(env_id)
-    skills, colours = probe.unwrapped.skills, probe.unwrapped.colours
-    probe.close()
-    if targets_only:
-        skills = ENV_SKILLS[env_id][0]
-    tasks = task_set(skills, colours)
-    options: dict[str, Any] = {}
-    if name == "hand":
-        path = Path(hand_path) if hand_path else HAND_CURRICULUM_TOML
-        if not path.is_file():
-            raise ValueError(f"hand_curriculum: no file at {path}")
-        options = {"path": path, "colours": colours}
-    if name == "vlm":
-        options = {"camera_env_id": env_id, **dict(vlm_options or {})}
-    elif vlm_options:
-        raise ValueError(f"vlm options are only read by the vlm curriculum, not {name!r}")
-    if group is not None and name in ("lp", "vlm"):
-        options["group"] = group
-    if target_skills is None:
-        target_skills = ENV_SKILLS[env_id][0]
-    try:
-        return make_curriculum(
-            name, tasks, seed, budget=budget, target_skills=target_skills, **options
-        )
-    except ValueError as error:
-        goal = _training_goal(env_id, target_skills)
-        raise ValueError(f"curriculum {name!r} cannot train {goal}: {error}") from None
-
-
-def _training_goal(env_id: str, target_skills: Sequence[str]) -> str:
-    """What a curriculum was asked to train, as its errors name it: "on GameOn/Reach-v0", or
-    "for GameOn/Tower-v0 (practising on GameOn/MultiSkill-v0)" when the target is another env's."""
-    if tuple(target_skills) == tuple(ENV_SKILLS[env_id][0]):
-        return f"on {env_id}"
-    target = next(
-        (
-            other
-            for other, (skills, _) in ENV_SKILLS.items()
-            if tuple(skills) == tuple(target_skills)
-        ),
-        f"the target skills {', '.join(target_skills)}",
-    )
-    return f"for {target} (practising on {env_id})"
 
 
 def skill_probabilities(curriculum: LearningProgressCurriculum) -> dict[str, float]:

@@ -98,35 +98,34 @@ from gameon.atomic import atomic_write
 from gameon.envs import ENV_SKILLS
 from gameon.envs.language import parse
 from gameon.evaluation import SUITE_SEED
-from gameon.experimenter.curriculum import (
+from gameon.experimenter.curricula import (
     CURRICULA,
+    check_curriculum_settings,
+    curriculum_for_env,
+)
+from gameon.experimenter.curriculum import (
     Curriculum,
     Outcome,
     curriculum_brief,
-    curriculum_for_env,
     curriculum_label,
     task_set,
     tasks_by_skill,
     vlm_usage,
 )
 from gameon.experimenter.skills import (
-    LearnedExecutor,
     ScriptedExecutor,
     SkillLibrary,
     default_library,
+    promote_all,
+    promote_by_rate,
 )
 from gameon.integrity import (
     BadFile,
     check_checkpoint,
     check_dataset,
     check_hashes,
-    checkpoint_evidence,
     file_sha256,
     folder_files,
-    folder_sha256,
-    git_commit,
-    platform_info,
-    versions,
 )
 from gameon.records import (
     RECORD_FILE,
@@ -137,7 +136,7 @@ from gameon.records import (
     TargetEvaluation,
     Training,
     VLMUsage,
-    env_version,
+    build_record,
     write_record,
 )
 
@@ -274,12 +273,19 @@ class LoopConfig:
         for name, low in minimums.items():
             if getattr(self, name) < low:
                 raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
-        vlm_only = (self.vlm_model, self.vlm_base_url, self.vlm_replay, self.vlm_code_skills)
-        if self.curriculum != "vlm" and any(vlm_only):
-            raise ValueError(
-                f"vlm_model, vlm_base_url, vlm_replay and vlm_code_skills are only read by the "
-                f"vlm curriculum, not {self.curriculum!r}"
-            )
+        check_curriculum_settings(
+            self.curriculum,
+            {
+                name: getattr(self, name)
+                for name in (
+                    "vlm_model",
+                    "vlm_base_url",
+                    "vlm_replay",
+                    "vlm_code_skills",
+                    "vlm_max_cost",
+                )
+            },
+        )
         for name in ("vlm_proposal_size", "vlm_verify_trials"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -307,8 +313,7 @@ def check_max_cost(max_cost: Any, curriculum: str) -> None:
     """ValueError unless the VLM spending cap is None or a USD amount > 0 for the vlm curriculum."""
     if max_cost is None:
         return
-    if curriculum != "vlm":
-        raise ValueError(f"vlm_max_cost is only read by the vlm curriculum, not {curriculum!r}")
+    check_curriculum_settings(curriculum, {"vlm_max_cost": max_cost})
     if isinstance(max_cost, bool) or not isinstance(max_cost, int | float) or max_cost <= 0:
         raise ValueError(f"vlm_max_cost must be an amount in USD > 0, got {max_cost!r}")
 
@@ -321,19 +326,17 @@ def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Cur
     iteration, its transcript in run_dir/transcript.jsonl (none if run_dir is None, as when a
     config is only validated).
     """
-    vlm_options = None
-    if config.curriculum == "vlm":
-        vlm_options = {
-            "backend": config.vlm_backend,
-            "model": config.vlm_model,
-            "base_url": config.vlm_base_url,
-            "replay_path": config.vlm_replay,
-            "transcript": run_dir,
-            "interval": None,
-            "proposal_size": config.vlm_proposal_size,
-            "mastery": config.promote_threshold,
-            "max_cost": config.vlm_max_cost,
-        }
+    vlm_options = {
+        "backend": config.vlm_backend,
+        "model": config.vlm_model,
+        "base_url": config.vlm_base_url,
+        "replay_path": config.vlm_replay,
+        "transcript": run_dir,
+        "interval": None,
+        "proposal_size": config.vlm_proposal_size,
+        "mastery": config.promote_threshold,
+        "max_cost": config.vlm_max_cost,
+    }
     return curriculum_for_env(
         config.practice_env_id,
         config.curriculum,
@@ -561,20 +564,10 @@ def promote(
     learned, mixed and demo: the new policy runs every skill. expert (protocol v1): each evaluated
     skill gets the new policy if it passed promote_threshold, else its noisy scripted expert.
     """
-    learned = LearnedExecutor(checkpoint)  # one executor: the checkpoint is loaded once
-    kept = ("macro", "coded")  # a verified coded skill keeps running as code
     if config.collector != "expert":
-        for skill in library:
-            if skill.executor.kind not in kept:
-                library.replace_executor(skill.name, learned)
-        return
-    for skill, rate in rates.items():
-        if skill not in library or library.get(skill).executor.kind in kept:
-            continue
-        if rate >= config.promote_threshold:
-            library.replace_executor(skill, learned)
-        else:
-            library.replace_executor(skill, ScriptedExecutor(config.seed_noise))
+        promote_all(library, checkpoint)
+    else:
+        promote_by_rate(library, rates, checkpoint, config.promote_threshold, config.seed_noise)
 
 
 def vlm_propose(
@@ -666,7 +659,7 @@ def run_iteration(
     from gameon.experimenter.embodiment import ACTORS
 
     start = time.perf_counter()
-    vlm = config.curriculum == "vlm" and iteration > 0
+    vlm = curriculum.experimenter and iteration > 0
     report: dict[str, Any] = {}
     count = config.seed_episodes if iteration == 0 else config.episodes_per_iteration
     seeds, noise_seeds = episode_seeds(config.seed, iteration, count)
@@ -839,15 +832,15 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
     stopped = state["stopped"] or ("budget" if budget_spent else "interrupted")
     history = state["history"]
     env_steps = sum(h.get("env_steps", 0) for h in history)
-    return RunRecord(
+    return build_record(
+        run_dir=run_dir,
         run_id=run_dir.resolve().name,
         protocol="collect",
         curriculum=config.curriculum,
         curriculum_label=state["curriculum_label"],
         learner=config.learner,
         env_id=config.env_id,
-        env_version=env_version(config.env_id),
-        target_skills=list(config.target_skills),
+        target_skills=config.target_skills,
         seed=config.seed,
         budget={
             "iterations": config.iterations,
@@ -884,14 +877,9 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
         wall_seconds=state["wall_seconds"],
         env_steps=env_steps,
         steps_per_second=env_steps / state["wall_seconds"] if state["wall_seconds"] else 0.0,
-        versions=versions(),
-        git_commit=git_commit(),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        checkpoint=state["policy"],
-        **checkpoint_evidence(run_dir / state["policy"]),
-        dataset_sha256=folder_sha256(run_dir / state["dataset"]["root"]),
+        checkpoint=run_dir / state["policy"],
+        dataset=run_dir / state["dataset"]["root"],
         training=training_of(config, state, run_dir),
-        platform=platform_info(),
         extra={
             **({"bad_files": bad_file_reports(run_dir)} if bad_file_reports(run_dir) else {}),
             "practice_env_id": config.practice_env_id,
@@ -979,6 +967,7 @@ def progress_bar(enabled: bool) -> Iterator[Any]:
 def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> RunRecord:
     """Run (or resume) the collect loop in `run_dir`; return the run record."""
     from gameon.experimenter.embodiment import Embodiment  # needs minari
+    from gameon.experimenter.vlm.collect import PlannedEmbodiment
 
     config.validate()
     run_dir = Path(run_dir)
@@ -996,11 +985,8 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
     else:
         curriculum.load_state_dict(state["curriculum"])
         library = SkillLibrary.from_dict(state["library"])
-    embodiment_class = Embodiment
-    if config.curriculum == "vlm":
-        from gameon.experimenter.vlm.collect import PlannedEmbodiment
-
-        embodiment_class, curriculum.library = PlannedEmbodiment, library
+    curriculum.use_library(library)
+    embodiment_class = PlannedEmbodiment if curriculum.experimenter else Embodiment
 
     takeover = ScriptedExecutor(config.seed_noise) if config.collector == "mixed" else None
     with (

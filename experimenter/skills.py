@@ -496,6 +496,41 @@ class SkillLibrary:
             raise ValueError(f"{path}: {error}") from None
 
 
+KEPT_EXECUTORS = ("macro", "coded")
+"""Executor kinds a promotion never replaces: a macro runs its steps, a verified coded skill its
+code."""
+
+
+def promote_all(library: SkillLibrary, checkpoint: str) -> None:
+    """Give every skill the learned policy of `checkpoint` (loaded once), but `KEPT_EXECUTORS`."""
+    learned = LearnedExecutor(checkpoint)
+    for skill in library:
+        if skill.executor.kind not in KEPT_EXECUTORS:
+            library.replace_executor(skill.name, learned)
+
+
+def promote_by_rate(
+    library: SkillLibrary,
+    rates: Mapping[str, float],
+    checkpoint: str,
+    threshold: float,
+    noise: float,
+    verdicts: Mapping[str, str] | None = None,
+) -> None:
+    """Give each evaluated skill its executor for the next collection: the learned policy of
+    `checkpoint` once its rate reaches `threshold`, else its scripted expert with `noise`. With
+    `verdicts` (a curve analysis) a skill that passed moves to its learned policy only once
+    judged "converged" and otherwise keeps its executor. `KEPT_EXECUTORS` keep theirs."""
+    learned = LearnedExecutor(checkpoint)  # one executor: the checkpoint is loaded once
+    for skill, rate in rates.items():
+        if skill not in library or library.get(skill).executor.kind in KEPT_EXECUTORS:
+            continue
+        if rate < threshold:
+            library.replace_executor(skill, ScriptedExecutor(noise))
+        elif verdicts is None or verdicts.get(skill) == "converged":
+            library.replace_executor(skill, learned)
+
+
 def _descriptions() -> dict[str, str]:
     """What each grammar skill does and when it applies, with the oracle's thresholds."""
     cm = 100

@@ -30,6 +30,7 @@ import numpy as np
 from gameon.envs.language import parse
 from gameon.experimenter.curriculum import (
     Curriculum,
+    CurriculumSetup,
     LearningProgressCurriculum,
     Outcome,
     _canonical_tasks,
@@ -89,6 +90,20 @@ class VLMCurriculum(Curriculum):
     """Tasks proposed by a VLM backend, with a learning-progress fallback; see module doc."""
 
     name = "vlm"
+    settings = (
+        "vlm_backend",
+        "vlm_model",
+        "vlm_base_url",
+        "vlm_replay",
+        "vlm_interval",
+        "vlm_proposal_size",
+        "vlm_add_skills",
+        "vlm_verify_trials",
+        "vlm_code_skills",
+        "vlm_max_cost",
+    )
+    keeps_transcript = True
+    experimenter = True
 
     def __init__(
         self,
@@ -143,10 +158,51 @@ class VLMCurriculum(Curriculum):
         """per skill, why its earlier coded versions failed (shown to the fast agent)"""
         self._base = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
 
+    @classmethod
+    def build(
+        cls,
+        tasks: Sequence[str] | None,
+        seed: int | None = 0,
+        *,
+        budget: int | None = None,
+        target_skills: Sequence[str] | None = None,
+        **options: Any,
+    ) -> VLMCurriculum:
+        """Construct for `make_curriculum` with `make_vlm_curriculum` (which takes the backend
+        by name); budget and target_skills are not read."""
+        return make_vlm_curriculum(tasks, seed, **options)
+
+    @classmethod
+    def setup_options(cls, setup: CurriculumSetup) -> dict[str, Any]:
+        """The caller's `vlm_options`, a scene camera on the env (unless they name another) and
+        the caller's `group` for the background lp, if it gives one."""
+        options = {"camera_env_id": setup.env_id, **dict(setup.vlm_options or {})}
+        if setup.group is not None:
+            options["group"] = setup.group
+        return options
+
     @property
     def label(self) -> str:
         """How results of this curriculum are labelled, e.g. "vlm[rules]"."""
         return f"vlm[{self.backend.name}]"
+
+    def use_library(self, library: SkillLibrary) -> None:
+        """Describe the collect run's skill library to the model from now on (it grows)."""
+        self.library = library
+
+    # -- what the collect loop reports back ---------------------------------------------------
+
+    def count_fallback(self) -> None:
+        """Count a model answer the run could not use (e.g. a plan over the step limit)."""
+        self.fallbacks += 1
+
+    def reject_skill(self, name: str) -> None:
+        """Remember a proposed macro skill that failed its verification (the model is told)."""
+        self.rejected.append(name)
+
+    def record_code_failure(self, skill: str, reason: str) -> None:
+        """Remember why a coded version of `skill` failed (shown to the fast agent next time)."""
+        self.code_failures.setdefault(skill, []).append(reason)
 
     # -- the model, with fallbacks ----------------------------------------------------------
 

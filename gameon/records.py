@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gameon.atomic import atomic_write
 from gameon.envs import ENV_SKILLS
 from gameon.envs.language import SKILLS, parse
+from gameon.integrity import (
+    checkpoint_evidence,
+    folder_sha256,
+    git_commit,
+    platform_info,
+    versions,
+)
 
 RECORD_FORMAT = "gameon-run-record-v1"
 PROTOCOLS = ("online", "collect")
@@ -252,6 +261,78 @@ def env_version(env_id: str) -> int:
     if match is None:
         raise ValueError(f"env id {env_id!r} has no version suffix -vN")
     return int(match.group(1))
+
+
+def build_record(
+    *,
+    run_dir: Path,
+    run_id: str,
+    protocol: Literal["online", "collect"],
+    curriculum: str,
+    curriculum_label: str,
+    learner: str,
+    env_id: str,
+    target_skills: Sequence[str],
+    seed: int,
+    budget: dict[str, int],
+    curve_unit: Literal["env_steps", "iterations"],
+    curve: list[CurvePoint],
+    evaluation: Evaluation,
+    vlm: VLMUsage,
+    wall_seconds: float,
+    env_steps: int,
+    steps_per_second: float,
+    checkpoint: Path,
+    training: Training,
+    extra: dict[str, Any],
+    collected: Collected | None = None,
+    protocol_version: int = 1,
+    target_evaluations: Sequence[TargetEvaluation] = (),
+    dataset: Path | None = None,
+) -> RunRecord:
+    """The record of a finished run, for both protocols: the caller says what ran and how it was
+    judged; this adds what every record carries alike (the env's version, package versions,
+    commit, time, machine, the checkpoint's path within the run folder and the hashes of the
+    checkpoint, its weights and, for collect, the dataset folder)."""
+    return RunRecord(
+        run_id=run_id,
+        protocol=protocol,
+        curriculum=curriculum,
+        curriculum_label=curriculum_label,
+        learner=learner,
+        env_id=env_id,
+        env_version=env_version(env_id),
+        target_skills=list(target_skills),
+        seed=seed,
+        budget=budget,
+        curve_unit=curve_unit,
+        curve=curve,
+        evaluation=evaluation,
+        collected=collected,
+        protocol_version=protocol_version,
+        target_evaluations=list(target_evaluations),
+        vlm=vlm,
+        wall_seconds=wall_seconds,
+        env_steps=env_steps,
+        steps_per_second=steps_per_second,
+        versions=versions(),
+        git_commit=git_commit(),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        checkpoint=_relative(checkpoint, run_dir),
+        **checkpoint_evidence(checkpoint),
+        dataset_sha256=None if dataset is None else folder_sha256(dataset),
+        training=training,
+        platform=platform_info(),
+        extra=extra,
+    )
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    """`path` relative to the run folder where it lies inside it, else as given."""
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def write_record(path: str | Path, record: RunRecord) -> Path:

@@ -10,17 +10,15 @@ from collections import Counter
 import pytest
 
 from gameon.envs.language import SKILLS, parse
+from gameon.experimenter.curricula import CURRICULA, curriculum_for_env, make_curriculum
 from gameon.experimenter.curriculum import (
-    CURRICULA,
     NO_VLM_USAGE,
     NegativeControl,
     Outcome,
     PositiveControl,
     curriculum_brief,
-    curriculum_for_env,
     curriculum_label,
     curriculum_scalars,
-    make_curriculum,
     target_chain,
     task_set,
     vlm_usage,

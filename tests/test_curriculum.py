@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gameon.envs.language import parse
+from gameon.experimenter.curricula import curriculum_for_env, make_curriculum
 from gameon.experimenter.curriculum import (
     HAND_CURRICULUM_TOML,
     NO_VLM_USAGE,
@@ -18,11 +19,9 @@ from gameon.experimenter.curriculum import (
     Outcome,
     Stage,
     curriculum_brief,
-    curriculum_for_env,
     curriculum_label,
     curriculum_scalars,
     episode_budget,
-    make_curriculum,
     skill_probabilities,
     task_set,
     vlm_usage,

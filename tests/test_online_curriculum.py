@@ -13,12 +13,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from gameon.baselines import ppo, sac
 from gameon.envs.language import parse
+from gameon.experimenter.curricula import make_curriculum
 from gameon.experimenter.curriculum import (
     HAND_CURRICULUM_TOML,
     Curriculum,
     Outcome,
     episode_budget,
-    make_curriculum,
     task_set,
 )
 from gameon.policy import load_checkpoint

@@ -8,7 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gameon.experimenter.curriculum import NO_VLM_USAGE, make_curriculum, task_set, vlm_usage
+from gameon.experimenter.curricula import make_curriculum
+from gameon.experimenter.curriculum import (
+    NO_VLM_USAGE,
+    task_set,
+    vlm_usage,
+)
 from gameon.experimenter.vlm import (
     ReplayBackend,
     RulesBackend,

@@ -30,11 +30,10 @@ from gameon.experimenter.curriculum import tasks_by_skill
 from gameon.experimenter.embodiment import Embodiment
 from gameon.experimenter.skills import (
     CodedExecutor,
-    LearnedExecutor,
-    ScriptedExecutor,
     Skill,
     SkillLibrary,
     as_instruction,
+    promote_by_rate,
 )
 from gameon.experimenter.vlm_curriculum import VLMCurriculum
 
@@ -81,7 +80,7 @@ def plan_tasks(
                 embodiment.plan(plan.task)
             except ValueError as error:
                 del embodiment.plans[plan.task]
-                curriculum.fallbacks += 1
+                curriculum.count_fallback()
                 report["rejected"] = str(error)
         report["used"] = plan.task in embodiment.plans
         reports.append(report)
@@ -99,13 +98,7 @@ def analyse_and_promote(
 ) -> dict[str, str] | None:
     """Judge the curves, then switch executors by verdict and rate; return the verdicts."""
     statuses = curriculum.analyse(curves)
-    for skill, rate in rates.items():
-        if skill not in library or library.get(skill).executor.kind in ("macro", "coded"):
-            continue
-        if rate < promote_threshold:
-            library.replace_executor(skill, ScriptedExecutor(noise))
-        elif statuses is None or statuses.get(skill) == "converged":
-            library.replace_executor(skill, LearnedExecutor(checkpoint))
+    promote_by_rate(library, rates, checkpoint, promote_threshold, noise, verdicts=statuses)
     return statuses
 
 
@@ -149,7 +142,7 @@ def add_verified_skill(
     if added:
         embodiment.library.add(skill)
     else:
-        curriculum.rejected.append(skill.name)
+        curriculum.reject_skill(skill.name)
     return {
         "skill": skill.to_dict(),
         "rationale": rationale,
@@ -197,7 +190,7 @@ def code_skills(
             failure = f"{verification['successes']} of {verification['trials']} trials succeeded"
             if executor.rejections:
                 failure += f"; the sandbox rejected it: {executor.rejections[0]}"
-            curriculum.code_failures.setdefault(decision.skill, []).append(failure)
+            curriculum.record_code_failure(decision.skill, failure)
         report |= {
             "rationale": answer.rationale,
             "source": answer.source,
