@@ -419,7 +419,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     rng = np.random.default_rng(args.seed)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(ALGO, args.env_id, args.seed)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if args.curriculum == "vlm":
+    if curriculum.keeps_transcript:
         curriculum = make_training_curriculum(args, run_dir)  # now with its transcript
     if args.track:
         wandb.init(
@@ -481,6 +481,26 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     global_step, agent_steps, updates = 0, 0, 0
     next_eval, next_print = args.eval_every, args.print_every
     losses: dict[str, float] = {}
+
+    def evaluate_now() -> EvalReport:
+        """Evaluate and checkpoint the current policy on the shared suite, timed."""
+        nonlocal eval_seconds
+        eval_start = time.perf_counter()
+        report = evaluate_and_save(
+            ALGO,
+            args,
+            actor,
+            normalizer,
+            run_dir,
+            global_step,
+            writer,
+            on_eval,
+            curriculum,
+            env_wrapper=env_wrapper,
+        )
+        evals.append(report.curve_point(global_step=global_step))
+        eval_seconds += time.perf_counter() - eval_start
+        return report
 
     start_time = time.perf_counter()
     observation, _ = envs.reset(seed=args.seed)
@@ -605,39 +625,11 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             )
         if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
             next_eval = (global_step // args.eval_every + 1) * args.eval_every
-            eval_start = time.perf_counter()
-            report = evaluate_and_save(
-                ALGO,
-                args,
-                actor,
-                normalizer,
-                run_dir,
-                global_step,
-                writer,
-                on_eval,
-                curriculum,
-                env_wrapper=env_wrapper,
-            )
-            evals.append(report.curve_point(global_step=global_step))
-            eval_seconds += time.perf_counter() - eval_start
+            evaluate_now()
 
     envs.close()
     train_seconds = time.perf_counter() - start_time - eval_seconds
-    eval_start = time.perf_counter()
-    report = evaluate_and_save(
-        ALGO,
-        args,
-        actor,
-        normalizer,
-        run_dir,
-        global_step,
-        writer,
-        on_eval,
-        curriculum,
-        env_wrapper=env_wrapper,
-    )
-    evals.append(report.curve_point(global_step=global_step))
-    eval_seconds += time.perf_counter() - eval_start
+    report = evaluate_now()
     summary = {
         "algo": ALGO,
         "env_id": args.env_id,
