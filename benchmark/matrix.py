@@ -37,10 +37,22 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
 
 from gameon.envs import ENV_IDS
-from gameon.experimenter.curriculum import CURRICULA
+from gameon.experimenter.curricula import CURRICULA
+from gameon.experimenter.loop import LEARNERS as COLLECT_LEARNERS
+from gameon.experimenter.vlm.factory import BACKENDS
 
 try:
     import tomllib
@@ -51,16 +63,9 @@ PRESETS_DIR = Path(__file__).with_name("presets")
 PRESETS = ("smoke", "paper", "controls", "full")
 DEFAULT_PRESET = "smoke"
 PROTOCOLS = ("online", "collect")
-LEARNERS = {"online": ("ppo", "sac"), "collect": ("bc", "iql")}
-BUDGET_KEYS = {
-    "online": ("total_timesteps", "eval_every", "num_envs"),
-    "collect": ("iterations", "episodes_per_iteration", "seed_episodes", "num_updates"),
-}
-REQUIRED_BUDGET = {"online": ("total_timesteps",), "collect": ()}
-VLM_BACKENDS = ("auto", "rules", "gemini", "openai", "replay")
+LEARNERS = {"online": ("ppo", "sac"), "collect": COLLECT_LEARNERS}
+VLM_BACKENDS = ("auto", *BACKENDS)
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-TOP_KEYS = ("name", "description", "seeds", "eval_episodes_per_skill", "curricula", *PROTOCOLS)
-SECTION_KEYS = ("learners", "env_ids", "budget", "settings", "seeds", "curricula")
 OWNED_FIELDS = {
     "online": ("env_id", "seed", "run_dir", "curriculum", "eval_episodes_per_skill", "track"),
     "collect": ("env_id", "curriculum", "learner", "seed", "eval_episodes_per_skill"),
@@ -149,6 +154,117 @@ class RunSpec:
         return cls(**{**data, "curriculum": CurriculumSpec(name, curriculum)})
 
 
+# -- the schema -------------------------------------------------------------------------------
+# A field's description says what it accepts: `_explain` quotes it when a spec gets it wrong.
+
+STRICT = ConfigDict(extra="forbid", strict=True)
+Count = Annotated[int | None, Field(ge=1, description="an integer >= 1")]
+CountFromZero = Annotated[int | None, Field(ge=0, description="an integer >= 0")]
+Table = Annotated[dict[str, Any], Field(description="a table of config fields")]
+PLAIN_VALUE = "a plain value (a string, number or boolean)"  # a curriculum option's
+
+
+class OnlineBudget(BaseModel):
+    model_config = STRICT
+    total_timesteps: Count
+    eval_every: CountFromZero = None
+    num_envs: Count = None
+
+
+class CollectBudget(BaseModel):
+    model_config = STRICT
+    iterations: CountFromZero = None
+    episodes_per_iteration: Count = None
+    seed_episodes: Count = None
+    num_updates: Count = None
+
+
+BUDGETS = {"online": OnlineBudget, "collect": CollectBudget}
+BUDGET_KEYS = {protocol: tuple(budget.model_fields) for protocol, budget in BUDGETS.items()}
+
+
+def _distinct(values: list[Any]) -> list[Any]:
+    if repeated := [value for i, value in enumerate(values) if value in values[:i]]:
+        raise ValueError(f"lists {repeated[0]!r} twice")
+    return values
+
+
+def _list_of(item: Any, says: str) -> Any:
+    """A non-empty list of distinct items."""
+    return Annotated[list[item], Field(min_length=1, description=says), AfterValidator(_distinct)]
+
+
+def _names(accepted: tuple[str, ...]) -> Any:
+    return _list_of(Literal[accepted], f"a non-empty list of: {', '.join(accepted)}")
+
+
+class CurriculumTable(BaseModel):
+    """A curriculum's name and its options (`curriculum_fields` maps them to config fields)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    __pydantic_extra__: dict[str, str | int | float | bool]
+
+
+class VlmTable(CurriculumTable):
+    name: Literal["vlm"]
+    backend: Literal[VLM_BACKENDS] = Field("auto", description=f"one of: {', '.join(VLM_BACKENDS)}")
+    max_cost: Annotated[int | float | None, Field(gt=0)] = Field(
+        None, description="the spending cap of each run in USD, a number > 0, e.g. max_cost = 0.5"
+    )
+
+
+class OtherTable(CurriculumTable):
+    name: Literal[tuple(name for name in CURRICULA if name != "vlm")]
+
+
+Seeds = _list_of(int, "a non-empty list of distinct integers, e.g. [0, 1, 2]")
+Curricula = Annotated[
+    list[
+        Annotated[
+            VlmTable | OtherTable,
+            Field(discriminator="name"),
+            BeforeValidator(lambda item: {"name": item} if isinstance(item, str) else item),
+        ]
+    ],
+    Field(
+        min_length=1,
+        description=f"a non-empty list of names ({', '.join(CURRICULA)}) or tables like "
+        '{ name = "vlm", backend = "rules" }',
+    ),
+]
+"""Distinct once "auto" is resolved: `_curricula` refuses two with the same slug."""
+
+
+class MatrixSchema(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="letters, digits, '_', '.' or '-'")
+    description: str = Field("", description="a string")
+    seeds: Seeds = [0]
+    eval_episodes_per_skill: Count = 10
+    curricula: Curricula = list(CURRICULA[:3])
+    online: Any = None
+    """[online] or [[online]] tables, each validated on its own (SECTIONS) to be named as such"""
+    collect: Any = None
+
+
+def _section(protocol: str) -> type[BaseModel]:
+    """An [online] or [collect] section; a table named after a learner holds its own settings."""
+    return create_model(
+        f"{protocol}_section",
+        __config__=STRICT,
+        learners=(_names(LEARNERS[protocol]), ...),
+        env_ids=(_names(ENV_IDS), ...),
+        budget=(BUDGETS[protocol], Field(default_factory=dict, validate_default=True)),
+        settings=(Table, {}),
+        seeds=(Seeds, None),
+        curricula=(Curricula, None),
+        **{learner: (Table, None) for learner in LEARNERS[protocol]},
+    )
+
+
+SECTIONS = {protocol: _section(protocol) for protocol in PROTOCOLS}
+
+
 # -- parsing ----------------------------------------------------------------------------------
 
 
@@ -185,194 +301,121 @@ def spec_path(spec: str | Path | None) -> Path:
 
 def parse_spec(data: dict[str, Any], default_name: str = "matrix") -> MatrixSpec:
     """Build a MatrixSpec from parsed TOML; ValueError names the bad key and accepted values."""
-    _check_keys(data, TOP_KEYS, "the matrix spec")
-    present = [p for p in PROTOCOLS if p in data]
-    if not present:
+    data = {"name": default_name, **data}
+    matrix = _validate(MatrixSchema, data, "")
+    if not any(protocol in data for protocol in PROTOCOLS):
         raise ValueError("the matrix spec has no protocol section; add [online] and/or [collect]")
     notes: list[str] = []
-    defaults = {
-        "seeds": _seeds(data.get("seeds", [0]), "seeds"),
-        "curricula": _curricula(data.get("curricula", list(CURRICULA[:3])), "curricula", notes),
-        "eval_episodes_per_skill": _positive(
-            data.get("eval_episodes_per_skill", 10), "eval_episodes_per_skill"
-        ),
-    }
-    protocols = tuple(
-        _protocol(
-            p,
-            section,
-            defaults,
-            notes,
-            f"[{p}]" if isinstance(data[p], dict) else f"[[{p}]] #{i + 1}",
-        )
-        for p in present
-        for i, section in enumerate(data[p] if isinstance(data[p], list) else [data[p]])
-    )
-    name = data.get("name", default_name)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise ValueError(f"name must be letters, digits, '_', '.' or '-', got {name!r}")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise ValueError(f"description must be a string, got {description!r}")
-    return MatrixSpec(name, description, protocols, tuple(dict.fromkeys(notes)))
-
-
-def _protocol(
-    protocol: str, section: Any, defaults: dict[str, Any], notes: list[str], where: str
-) -> ProtocolSpec:
-    if not isinstance(section, dict):
-        raise ValueError(f"{where} must be a table (or [[{protocol}]] tables)")
-    learners_allowed = LEARNERS[protocol]
-    _check_keys(section, (*SECTION_KEYS, *learners_allowed), where)
-    learners = _names(section.get("learners"), f"{where} learners", learners_allowed)
-    env_ids = _names(section.get("env_ids"), f"{where} env_ids", ENV_IDS)
-    budget = section.get("budget", {})
-    if not isinstance(budget, dict):
-        raise ValueError(f"{where} budget must be a table of {', '.join(BUDGET_KEYS[protocol])}")
-    _check_keys(budget, BUDGET_KEYS[protocol], f"{where} budget")
-    for key in REQUIRED_BUDGET[protocol]:
-        if key not in budget:
-            raise ValueError(f"{where} budget needs {key}")
-    for key, value in budget.items():
-        minimum = 0 if key in ("eval_every", "iterations") else 1
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ValueError(f"{where} budget {key} must be an integer >= {minimum}, got {value!r}")
-    settings = _table(section.get("settings", {}), f"{where} settings")
-    learner_settings = {}
-    for learner in learners_allowed:
-        if learner in section:
-            if learner not in learners:
-                raise ValueError(f"{where} has settings for {learner} but learners omit it")
-            learner_settings[learner] = _table(section[learner], f"{where} {learner}")
-    for table, where_table in [(settings, "settings")] + [
-        (t, learner) for learner, t in learner_settings.items()
-    ]:
-        clash = [k for k in table if k in OWNED_FIELDS[protocol] or k in BUDGET_KEYS[protocol]]
-        if clash:
-            raise ValueError(
-                f"{where} {where_table} may not set {', '.join(clash)}: the harness sets "
-                f"{', '.join(OWNED_FIELDS[protocol])} and the budget table holds "
-                f"{', '.join(BUDGET_KEYS[protocol])}"
+    defaults = _curricula(matrix.curricula, "curricula", notes)
+    parts = []
+    for protocol in PROTOCOLS:
+        sections = data.get(protocol, [])
+        for i, section in enumerate(sections if isinstance(sections, list) else [sections]):
+            where = f"[[{protocol}]] #{i + 1}" if isinstance(sections, list) else f"[{protocol}]"
+            section = _validate(SECTIONS[protocol], section, where)
+            curricula = defaults
+            if section.curricula is not None:
+                curricula = _curricula(section.curricula, f"{where} curricula", notes)
+            learner_settings = section.model_dump(
+                include=set(LEARNERS[protocol]), exclude_none=True
             )
-    part = ProtocolSpec(
-        protocol=protocol,
-        learners=learners,
-        env_ids=env_ids,
-        seeds=_seeds(section["seeds"], f"{where} seeds")
-        if "seeds" in section
-        else defaults["seeds"],
-        curricula=(
-            _curricula(section["curricula"], f"{where} curricula", notes)
-            if "curricula" in section
-            else defaults["curricula"]
-        ),
-        eval_episodes_per_skill=defaults["eval_episodes_per_skill"],
-        budget=dict(budget),
-        settings=settings,
-        learner_settings=learner_settings,
-    )
-    if protocol == "online":
-        _check_no_cap(part.curricula, where)
-    return part
-
-
-def _check_no_cap(curricula: tuple[CurriculumSpec, ...], where: str) -> None:
-    """ValueError if an online section's vlm curriculum has a spending cap (ppo/sac have none)."""
-    for curriculum in curricula:
-        if "max_cost" in curriculum.options:
-            raise ValueError(
-                f"{where}: the vlm option max_cost (spending cap) applies to collect runs only; "
-                "ppo and sac have no cap yet: give [online] its own curricula without max_cost"
+            parts.append(
+                ProtocolSpec(
+                    protocol=protocol,
+                    learners=tuple(section.learners),
+                    env_ids=tuple(section.env_ids),
+                    seeds=tuple(section.seeds or matrix.seeds),
+                    curricula=curricula,
+                    eval_episodes_per_skill=matrix.eval_episodes_per_skill,
+                    budget=section.budget.model_dump(exclude_unset=True),
+                    settings=section.settings,
+                    learner_settings=learner_settings,
+                )
             )
+            _check_protocol(parts[-1], where)
+    return MatrixSpec(matrix.name, matrix.description, tuple(parts), tuple(dict.fromkeys(notes)))
 
 
-def _check_keys(table: dict[str, Any], accepted: tuple[str, ...], where: str) -> None:
-    unknown = [k for k in table if k not in accepted]
-    if unknown:
+def _check_protocol(part: ProtocolSpec, where: str) -> None:
+    """The rules of a section that its schema does not hold; ValueError names the broken one."""
+    for learner in part.learner_settings:
+        if learner not in part.learners:
+            raise ValueError(f"{where} has settings for {learner} but learners omit it")
+    owned, budget = OWNED_FIELDS[part.protocol], BUDGET_KEYS[part.protocol]
+    for name, table in {"settings": part.settings, **part.learner_settings}.items():
+        if clash := [key for key in table if key in owned or key in budget]:
+            raise ValueError(
+                f"{where} {name} may not set {', '.join(clash)}: the harness sets "
+                f"{', '.join(owned)} and the budget table holds {', '.join(budget)}"
+            )
+    if part.protocol == "online" and any("max_cost" in c.options for c in part.curricula):
         raise ValueError(
-            f"unknown key {unknown[0]!r} in {where}; accepted keys: {', '.join(accepted)}"
+            f"{where}: the vlm option max_cost (spending cap) applies to collect runs only; "
+            "ppo and sac have no cap yet: give [online] its own curricula without max_cost"
         )
 
 
-def _names(value: Any, where: str, accepted: tuple[str, ...]) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{where} must be a non-empty list of: {', '.join(accepted)}")
-    for name in value:
-        if name not in accepted:
-            raise ValueError(
-                f"unknown {where.split()[-1][:-1]} {name!r} in {where}; accepted: "
-                f"{', '.join(accepted)}"
-            )
-    if len(set(value)) != len(value):
-        raise ValueError(f"{where} lists a name twice: {value}")
-    return tuple(value)
-
-
-def _seeds(value: Any, where: str) -> tuple[int, ...]:
-    valid = isinstance(value, list) and value
-    if not valid or not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
-        raise ValueError(f"{where} must be a non-empty list of integers, e.g. [0, 1, 2]")
-    if len(set(value)) != len(value):
-        raise ValueError(f"{where} lists a seed twice: {value}")
-    return tuple(value)
-
-
-def _positive(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{where} must be an integer >= 1, got {value!r}")
-    return value
-
-
-def _table(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a table of config fields, got {value!r}")
-    return dict(value)
-
-
-def _curricula(value: Any, where: str, notes: list[str]) -> tuple[CurriculumSpec, ...]:
-    if not isinstance(value, list) or not value:
-        raise ValueError(
-            f"{where} must be a non-empty list of names ({', '.join(CURRICULA)}) or tables "
-            'like { name = "vlm", backend = "rules" }'
-        )
-    curricula = tuple(_curriculum(item, where, notes) for item in value)
+def _curricula(tables: list[Any], where: str, notes: list[str]) -> tuple[CurriculumSpec, ...]:
+    """Validated curriculum tables as specs; the vlm backend "auto" resolves here (in the notes)."""
+    curricula = []
+    for table in tables:
+        options = table.model_dump(exclude_unset=True, exclude={"name"})
+        if table.name == "vlm" and table.backend == "auto":
+            options["backend"], reason = resolve_vlm_backend()
+            notes.append(f"vlm backend auto -> {options['backend']}: {reason}")
+        curricula.append(CurriculumSpec(table.name, options))
     slugs = [c.slug for c in curricula]
     if len(set(slugs)) != len(slugs):
         raise ValueError(f"{where} lists the same curriculum twice: {', '.join(slugs)}")
-    return curricula
+    return tuple(curricula)
 
 
-def _curriculum(item: Any, where: str, notes: list[str]) -> CurriculumSpec:
-    if isinstance(item, str):
-        item = {"name": item}
-    if not isinstance(item, dict) or "name" not in item:
-        raise ValueError(f"each of {where} must be a name or a table with a name, got {item!r}")
-    options = {k: v for k, v in item.items() if k != "name"}
-    name = item["name"]
-    if name not in CURRICULA:
-        raise ValueError(
-            f"unknown curriculum {name!r} in {where}; accepted: {', '.join(CURRICULA)}"
-        )
-    for key, value in options.items():
-        if not isinstance(value, (str, int, float, bool)):
-            raise ValueError(f"curriculum {name} option {key} must be a plain value, got {value!r}")
-    if name == "vlm":
-        backend = options.get("backend", "auto")
-        if backend not in VLM_BACKENDS:
-            raise ValueError(
-                f"unknown vlm backend {backend!r} in {where}; accepted: {', '.join(VLM_BACKENDS)}"
-            )
-        if backend == "auto":
-            backend, reason = resolve_vlm_backend()
-            notes.append(f"vlm backend auto -> {backend}: {reason}")
-        options["backend"] = backend
-        cap = options.get("max_cost")
-        if "max_cost" in options and (isinstance(cap, bool | str) or not cap > 0):
-            raise ValueError(
-                f"vlm option max_cost in {where} is the spending cap of each run in USD, a "
-                f"number > 0, e.g. max_cost = 0.5; got {cap!r}"
-            )
-    return CurriculumSpec(name, options)
+def _validate(schema: type[BaseModel], data: Any, where: str) -> Any:
+    """`data` as a `schema` instance; ValueError with one line on the first thing wrong."""
+    try:
+        return schema.model_validate(data)
+    except ValidationError as error:
+        first = min(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        raise ValueError(_explain(first, data, schema, where)) from None
+
+
+def _explain(error: Any, data: Any, schema: type[BaseModel], where: str) -> str:
+    """A schema error as one line: where, as the TOML names it (e.g. "[online] budget"), the value
+    given there, and what is accepted (the table's keys, or the field's description)."""
+    words, value, models = [where] if where else [], data, [schema]
+    accepted = f"a table of {_keys(schema)}"
+    for part in error["loc"]:
+        model = next((m for m in models if part in m.model_fields), None)
+        if model:
+            models = _models(model.model_fields[part].annotation)
+            accepted = model.model_fields[part].description or f"a table of {_keys(models[0])}"
+        if isinstance(part, int) and isinstance(value, list):
+            value = value[part]
+        elif isinstance(value, dict) and (part in value or model):
+            words.append(part)
+            value, accepted = value.get(part, {}), accepted if model else PLAIN_VALUE
+        elif isinstance(value, dict) and value.get("name") == part:  # a curriculum's table
+            words.append(part)
+            models = [m for m in models if part in get_args(m.model_fields["name"].annotation)]
+    here, parent = " ".join(words), " ".join(words[:-1]) or "the matrix spec"
+    if error["type"] == "extra_forbidden":
+        return f"unknown key {words[-1]!r} in {parent}; accepted keys: {_keys(models[0])}"
+    if error["type"] == "missing":
+        return f"{parent} needs {words[-1]}, {accepted}"
+    if error["type"] == "value_error":
+        return f"{here} {error['ctx']['error']}"
+    return f"{here} must be {accepted}, got {value!r}"
+
+
+def _keys(model: type[BaseModel]) -> str:
+    return ", ".join(model.model_fields)
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The models an annotation holds, e.g. [OnlineBudget] in OnlineBudget or list[...] of it."""
+    if isinstance(annotation, type) and not get_args(annotation):
+        return [annotation] if issubclass(annotation, BaseModel) else []
+    return [model for arg in get_args(annotation) for model in _models(arg)]
 
 
 def resolve_vlm_backend() -> tuple[str, str]:

@@ -179,15 +179,28 @@ def test_a_protocol_can_have_several_sections():
     [
         ({"budgets": 1}, "unknown key 'budgets' in the matrix spec; accepted keys: name"),
         ({"online.learner": ["ppo"]}, "unknown key 'learner' in [online]; accepted keys: learners"),
-        ({"curricula": ["fixed", "random"]}, "unknown curriculum 'random' in curricula; accepted"),
-        ({"online.learners": ["bc"]}, "unknown learner 'bc' in [online] learners; accepted: ppo"),
-        ({"online.env_ids": ["GameOn/Fly-v0"]}, "unknown env_id 'GameOn/Fly-v0'"),
+        (
+            {"curricula": ["fixed", "random"]},
+            "curricula must be a non-empty list of names (fixed, hand, lp, vlm, positive_control, "
+            "negative_control) or tables",
+        ),
+        (
+            {"online.learners": ["bc"]},
+            "[online] learners must be a non-empty list of: ppo, sac, got 'bc'",
+        ),
+        (
+            {"online.env_ids": ["GameOn/Fly-v0"]},
+            "env_ids must be a non-empty list of: GameOn/Reach-v0, GameOn/Lift-v0",
+        ),
         ({"online.budget": {"iterations": 2}}, "unknown key 'iterations' in [online] budget"),
         ({"online.budget": {"eval_every": 10}}, "[online] budget needs total_timesteps"),
         ({"online.budget.total_timesteps": -5}, "total_timesteps must be an integer >= 1"),
         ({"online.settings": {"seed": 3}}, "may not set seed: the harness sets"),
-        ({"seeds": [0, 0]}, "lists a seed twice"),
-        ({"curricula": [{"name": "vlm", "backend": "gpt"}]}, "unknown vlm backend 'gpt'"),
+        ({"seeds": [0, 0]}, "seeds lists 0 twice"),
+        (
+            {"curricula": [{"name": "vlm", "backend": "gpt"}]},
+            "vlm backend must be one of: auto, rules, gemini, openai, replay, got 'gpt'",
+        ),
         ({"online.sac": {"batch_size": 8}}, "settings for sac but learners omit it"),
         ({"eval_episodes_per_skill": 0}, "eval_episodes_per_skill must be an integer >= 1"),
     ],
