@@ -7,8 +7,8 @@
     python -m gameon.benchmark.commands leaderboard html [--leaderboard JSON] [--out HTML]
 
 `main(argv)` takes the arguments after `gameon` (starting with "bench" or "leaderboard") and
-returns the exit status: 0 success, 1 a run or a submission failed, 2 a usage error, 130
-interrupted.
+returns the exit status: 0 success, 1 a run or a submission failed or the Ray cluster was lost,
+2 a usage error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def bench_run(command: BenchRun) -> int:
 
     from gameon.benchmark.matrix import check_spec, load_spec
     from gameon.benchmark.runner import (
+        ClusterLost,
         RunnerOptions,
         duration_text,
         plan_line,
@@ -147,10 +148,16 @@ def bench_run(command: BenchRun) -> int:
         console.print(note, markup=False)
     for line in vlm_lines(spec, results, options):  # paid VLM backends: calls and cost first
         console.print(line, markup=False, soft_wrap=True)
-    outcome = run_matrix(spec, results, options, console)
+    try:
+        outcome = run_matrix(spec, results, options, console)
+    except ClusterLost as error:
+        sys.stdout.flush()
+        print(f"gameon bench run: {error}", file=sys.stderr, flush=True)
+        return 1
     console.print(
         f"{outcome.count('done')} runs done now, {outcome.count('skipped')} finished before, "
-        f"{outcome.count('failed')} failed ({duration_text(time.monotonic() - started)})"
+        f"{outcome.count('failed')} failed, {outcome.retried} retried "
+        f"({duration_text(time.monotonic() - started)})"
     )
     console.print(
         f"records: {results}/<run_id>/record.json (matrix: {results}/matrix.json)", markup=False

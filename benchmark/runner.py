@@ -10,7 +10,10 @@ so killing the matrix at any point loses no finished run and leaves no half-writ
 
 The Ray runner uses the cluster at RAY_ADDRESS (or `ray_address`), else starts a local one with
 `workers` CPUs bound to 127.0.0.1. Its workers run the same worker process in the run folders, so
-on a multi-node cluster the results directory must be on a filesystem every node shares.
+on a multi-node cluster the results directory must be on a filesystem every node shares. A run
+lost with its node is retried like a crashed one (on the nodes left); if the head stops answering
+for HEAD_LOST_SECONDS, the runs in flight are stopped and ClusterLost ends the matrix, which the
+same command resumes once the cluster is back.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,6 +53,10 @@ LOCK_FILE = ".bench.lock"
 RUNNERS = ("local", "ray")
 POLL_SECONDS = 0.2
 LOG_TAIL_LINES = 30
+HEAD_CHECK_SECONDS = 2.0
+"""How often the Ray runner checks that the cluster's head still answers."""
+HEAD_LOST_SECONDS = 10.0
+"""How long the head may not answer before the matrix gives the cluster up."""
 
 STARTUP_SECONDS = 4.5
 """A worker process's start (interpreter, torch, env) and its record, on an idle 2-core machine."""
@@ -89,6 +97,17 @@ class RunnerOptions:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
 
 
+class ClusterLost(RuntimeError):
+    """The Ray cluster's head stopped answering: the matrix cannot go on, a rerun resumes it."""
+
+    def __init__(self, address: str, seconds: float) -> None:
+        super().__init__(
+            f"lost the Ray cluster at {address} (its head has not answered for {seconds:.0f} s); "
+            "the runs in flight were stopped, finished runs are kept: restart the cluster and "
+            "run the same command again to resume"
+        )
+
+
 @dataclass
 class RunResult:
     """How one run of the matrix ended in this invocation."""
@@ -110,6 +129,11 @@ class MatrixResult:
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
+
+    @property
+    def retried(self) -> int:
+        """Attempts that failed and were tried again (a lost node's run counts here)."""
+        return sum(max(r.attempts - 1, 0) for r in self.results)
 
     @property
     def ok(self) -> bool:
@@ -355,6 +379,9 @@ class LocalLauncher:
         status = handle.poll()
         return None if status is None else (status, "")
 
+    def check(self) -> None:
+        """Nothing to check: the workers are this process's children."""
+
     def stop(self, handle: subprocess.Popen) -> None:
         if handle.poll() is None:
             handle.terminate()
@@ -387,6 +414,7 @@ class RayLauncher:
         else:
             self.workers = workers or os.cpu_count() or 1
             ray.init(
+                address="local",  # a new cluster, never one a stale /tmp/ray file points at
                 num_cpus=self.workers,
                 include_dashboard=False,
                 log_to_driver=False,
@@ -395,6 +423,10 @@ class RayLauncher:
             self.description = f"local Ray cluster (127.0.0.1), {self.workers} CPUs"
         self.task = ray.remote(num_cpus=1, max_retries=0, max_calls=1)(run_worker)
         self.fault = os.environ.get(FAULT_VARIABLE)
+        self.head = None if str(address).startswith("ray://") else context_head(ray)
+        """the head's GCS address, checked while the matrix runs (not through a Ray client)"""
+        self.checked = time.monotonic()
+        self.unanswered_since: float | None = None
 
     def start(self, run_dir: Path, attempt: int) -> Any:
         return self.task.remote(str(Path(run_dir).resolve()), attempt, self.fault)
@@ -405,8 +437,24 @@ class RayLauncher:
             return None
         try:
             return self.ray.get(handle), ""
-        except Exception as error:  # noqa: BLE001  (a lost Ray worker or node: retried)
+        except self.ray.exceptions.NodeDiedError as error:
+            return -1, f"lost with the Ray node it ran on (NodeDiedError)\n{error}"
+        except Exception as error:  # noqa: BLE001  (a lost Ray worker: retried)
             return -1, f"Ray task failed: {type(error).__name__}: {error}"
+
+    def check(self) -> None:
+        """Raise ClusterLost once the head has not answered for HEAD_LOST_SECONDS: the cluster
+        cannot go on without it, yet Ray does not tell the driver."""
+        now = time.monotonic()
+        if self.head is None or now - self.checked < HEAD_CHECK_SECONDS:
+            return
+        self.checked = now
+        if head_answers(self.head):
+            self.unanswered_since = None
+            return
+        self.unanswered_since = self.unanswered_since or now
+        if now - self.unanswered_since >= HEAD_LOST_SECONDS:
+            raise ClusterLost(self.head, now - self.unanswered_since)
 
     def stop(self, handle: Any) -> None:
         with contextlib.suppress(Exception):
@@ -414,6 +462,21 @@ class RayLauncher:
 
     def close(self) -> None:
         self.ray.shutdown()
+
+
+def context_head(ray: Any) -> str:
+    """The "host:port" of the head (its GCS) of the cluster this driver is connected to."""
+    return ray.get_runtime_context().gcs_address
+
+
+def head_answers(address: str) -> bool:
+    """Whether the Ray head (its GCS, "host:port") accepts a connection."""
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=HEAD_CHECK_SECONDS).close()
+    except OSError:
+        return False
+    return True
 
 
 def make_launcher(
@@ -624,6 +687,7 @@ def _schedule(
                     tracker.finish(result.run_id, result.seconds, result.status == "done")
                     if bar is None:
                         print(tracker.line(_running(active)), file=sys.stderr, flush=True)
+                launcher.check()
                 if bar is not None:
                     bar.update(
                         task,
