@@ -36,6 +36,8 @@ DAMPING = 0.05
 POSTURE_GAIN = 0.2
 _WORKSPACE_LOW = WORKSPACE_LOW.tolist()
 _WORKSPACE_HIGH = WORKSPACE_HIGH.tolist()
+_TARGET_STEP = MAX_SPEED * CONTROL_DT
+"""Target travel per control step at |action| = 1, m."""
 
 
 def downward_rotation(yaw: float) -> np.ndarray:
@@ -45,25 +47,29 @@ def downward_rotation(yaw: float) -> np.ndarray:
 
 
 def pose_error(world: World, target_pos: np.ndarray, target_yaw: float) -> np.ndarray:
-    """6-D error (position, then rotation vector) from the TCP's pose to a downward target pose.
-
-    The rotation part is vee(G R^T - R G^T) / 2 for G = downward_rotation(target_yaw), written
-    out in scalars because this runs every control step.
-    """
+    """6-D error (position, then rotation vector) from the TCP's pose to a downward target pose."""
     data = world.data
-    r = data.site_xmat[world.tcp_site].tolist()
-    c, s = math.cos(target_yaw), math.sin(target_yaw)
     dx, dy, dz = (target_pos - data.site_xpos[world.tcp_site]).tolist()
-    return np.array(
-        [
-            dx,
-            dy,
-            dz,
-            0.5 * (-r[5] - s * r[6] + c * r[7]),
-            0.5 * (c * r[6] + s * r[7] + r[2]),
-            0.5 * (s * r[0] - c * r[1] - c * r[3] - s * r[4]),
-        ]
+    rotation = _rotation_error(data.site_xmat[world.tcp_site].tolist(), target_yaw)
+    return np.array([dx, dy, dz, *rotation])
+
+
+def _rotation_error(r: list[float], target_yaw: float) -> tuple[float, float, float]:
+    """vee(G R^T - R G^T) / 2 for G = downward_rotation(target_yaw) and the TCP's rotation R.
+
+    Written out in scalars because it runs every control step.
+    """
+    c, s = math.cos(target_yaw), math.sin(target_yaw)
+    return (
+        0.5 * (-r[5] - s * r[6] + c * r[7]),
+        0.5 * (c * r[6] + s * r[7] + r[2]),
+        0.5 * (s * r[0] - c * r[1] - c * r[3] - s * r[4]),
     )
+
+
+def _track(target: float, speed: float, tcp: float, low: float, high: float) -> float:
+    """One coordinate of the next target: moved at `speed`, on a LEASH to the TCP, in bounds."""
+    return min(max(target + speed * _TARGET_STEP, tcp - LEASH, low), tcp + LEASH, high)
 
 
 class CartesianController:
@@ -74,8 +80,17 @@ class CartesianController:
         model = world.model
         self._jac = np.zeros((6, model.nv))
         self._jacp, self._jacr, self._arm_jac = self._jac[:3], self._jac[3:], self._jac[:, :7]
+        self._arm_jac_t = self._arm_jac.T
         self._damping = DAMPING**2 * np.eye(6)
+        self._error = np.zeros(6)
+        self._gram = np.zeros((6, 6))
         self._step = np.zeros(6)
+        self._task = np.zeros(6)
+        self._posture = np.zeros(7)
+        self._joints = np.zeros(7)
+        self._q = world.data.qpos[world.arm_qpos]
+        self._arm_ctrl = world.data.ctrl[:7]
+        self._finger_ctrl = world.data.ctrl[7:9]
         self._qlow = model.jnt_range[:7, 0]
         self._qhigh = model.jnt_range[:7, 1]
         self.target_pos = np.zeros(3)
@@ -94,39 +109,49 @@ class CartesianController:
         return float(np.arctan2(xmat[3], xmat[0]))
 
     def apply(self, action: Sequence[float]) -> None:
-        """Set actuator targets for one control step from an action already clipped to [-1, 1]."""
+        """Set actuator targets for one control step from an action already clipped to [-1, 1].
+
+        Works in preallocated arrays; each arithmetic step is the one numpy would do on fresh
+        arrays, so the targets are bit for bit those of the plain formulas in the comments.
+        """
         world = self.world
         data = world.data
         vx, vy, vz, yaw_rate, grip = action
-        step = MAX_SPEED * CONTROL_DT
-        self.target_pos = np.array(
-            [
-                min(max(target + v * step, real - LEASH, low), real + LEASH, high)
-                for target, v, real, low, high in zip(
-                    self.target_pos.tolist(),
-                    (vx, vy, vz),
-                    data.site_xpos[world.tcp_site].tolist(),
-                    _WORKSPACE_LOW,
-                    _WORKSPACE_HIGH,
-                    strict=True,
-                )
-            ]
-        )
+        x, y, z = self.target_pos.tolist()
+        tcp_x, tcp_y, tcp_z = data.site_xpos[world.tcp_site].tolist()
+        (low_x, low_y, low_z), (high_x, high_y, high_z) = _WORKSPACE_LOW, _WORKSPACE_HIGH
+        x = _track(x, vx, tcp_x, low_x, high_x)
+        y = _track(y, vy, tcp_y, low_y, high_y)
+        z = _track(z, vz, tcp_z, low_z, high_z)
+        self.target_pos = np.array((x, y, z))
         yaw = self.target_yaw + yaw_rate * (MAX_YAW_RATE * CONTROL_DT)
         self.target_yaw = min(max(yaw, -YAW_LIMIT), YAW_LIMIT)
+        rotation = _rotation_error(data.site_xmat[world.tcp_site].tolist(), self.target_yaw)
+        error = self._error
+        error[:] = (x - tcp_x, y - tcp_y, z - tcp_z, *rotation)
 
-        error = pose_error(world, self.target_pos, self.target_yaw)
+        jac, jac_t, gram, task, posture, joints = (
+            self._arm_jac,
+            self._arm_jac_t,
+            self._gram,
+            self._task,
+            self._posture,
+            self._joints,
+        )
         mujoco.mj_jacSite(world.model, data, self._jacp, self._jacr, world.tcp_site)
-        jac = self._arm_jac
-        q = data.qpos[world.arm_qpos]
-        posture = POSTURE_GAIN * (HOME_QPOS - q)
+        q = self._q
+        # posture = POSTURE_GAIN * (HOME_QPOS - q)
+        np.multiply(POSTURE_GAIN, np.subtract(HOME_QPOS, q, out=posture), out=posture)
         # Null-space posture: dq = posture + J+ (error - J posture), with J+ the damped inverse.
-        gram = jac @ jac.T + self._damping
+        np.add(np.matmul(jac, jac_t, out=gram), self._damping, out=gram)
         mujoco.mju_cholFactor(gram, 0.0)
-        mujoco.mju_cholSolve(self._step, gram, error - jac @ posture)
-        dq = posture + jac.T @ self._step
-        data.ctrl[:7] = np.minimum(np.maximum(q + dq, self._qlow), self._qhigh)
-        data.ctrl[7:9] = FINGER_OPEN * (1.0 - grip) / 2
+        np.subtract(error, np.matmul(jac, posture, out=task), out=task)
+        mujoco.mju_cholSolve(self._step, gram, task)
+        # ctrl = clip(q + (posture + J^T step), qlow, qhigh)
+        np.add(posture, np.matmul(jac_t, self._step, out=joints), out=joints)
+        np.add(q, joints, out=joints)
+        np.minimum(np.maximum(joints, self._qlow, out=joints), self._qhigh, out=self._arm_ctrl)
+        self._finger_ctrl.fill(FINGER_OPEN * (1.0 - grip) / 2)
 
 
 def move_arm_to(world: World, tcp_pos: np.ndarray, yaw: float, iterations: int = 60) -> None:

@@ -98,14 +98,14 @@ def _unit(table: dict[str, tuple[float, float]], key: str | None, what: str) -> 
 def at_rest(scene: SceneState, x: str) -> bool:
     """Whether block x has settled, so a success is not counted mid-fall or mid-slide."""
     i = scene.index(x)
-    lin = math.hypot(*(float(v) for v in scene.block_linvel[i]))
-    ang = math.hypot(*(float(v) for v in scene.block_angvel[i]))
+    lin = math.hypot(*scene.block_linvel[i].tolist())
+    ang = math.hypot(*scene.block_angvel[i].tolist())
     return lin <= REST_LIN_VEL and ang <= REST_ANG_VEL
 
 
 def upright(scene: SceneState, x: str) -> bool:
     """Whether some face normal of x is within 15 degrees of world z, i.e. x sits flat."""
-    w, qx, qy, qz = (float(v) for v in scene.block_quat[scene.index(x)])
+    w, qx, qy, qz = scene.block_quat[scene.index(x)].tolist()
     norm2 = w * w + qx * qx + qy * qy + qz * qz
     row = (2 * (qx * qz - w * qy), 2 * (qy * qz + w * qx), w * w + qz * qz - qx * qx - qy * qy)
     return max(abs(r) for r in row) >= UPRIGHT_COS * norm2
@@ -171,7 +171,7 @@ def tower(scene: SceneState, colours: tuple[str, ...] | list[str]) -> bool:
 def gripper_clear(scene: SceneState, x: str) -> bool:
     """Whether the robot let go of x: no robot contact, TCP outside its padded bounding sphere."""
     i = scene.index(x)
-    gap = math.hypot(*(float(v) for v in scene.tcp_pos - scene.block_pos[i]))
+    gap = math.hypot(*(scene.tcp_pos - scene.block_pos[i]).tolist())
     radius = scene.block_size * math.sqrt(3.0) / 2 + CLEAR_DISTANCE
     return not bool(scene.touches_robot[i]) and gap >= radius
 

@@ -81,8 +81,13 @@ PUSH_CONTACT_TOL = 0.03
 """TCP distance from the pre-push point within which the push stage counts, m."""
 LATERAL_PENALTY = 0.2
 """Most push progress lost to drift across the push direction."""
-PLACE_OFFSET = 0.07
-"""Place goal spot: the other block's centre plus this times the side vector, m."""
+PLACE_SHAPING_OFFSET = 0.07
+"""The place stages aim at the other block's centre plus this times the side vector, m.
+
+The same notion as layout.PLACE_OFFSET (0.075, mid NEXT_TO_RANGE), where the layout keeps a spot
+free and the place expert puts the block, but 5 mm nearer the other block: both spots count as
+next to it. It stays apart so that dense rewards match earlier runs; aiming the reward at
+layout.PLACE_OFFSET would change Place-v0's dense rewards."""
 PLACE_XY_TOL = 0.02
 """Horizontal distance from the place spot at which lowering starts, m."""
 UNSTACK_ASIDE = 0.08
@@ -141,8 +146,8 @@ def _settle(scene: SceneState, x: str) -> float:
     clear = min(_gap(scene.tcp_pos, scene.block_pos[i]) / radius, 1.0)
     if scene.touches_robot[i]:
         clear *= 0.5
-    lin = math.hypot(*(float(v) for v in scene.block_linvel[i]))
-    ang = math.hypot(*(float(v) for v in scene.block_angvel[i]))
+    lin = math.hypot(*scene.block_linvel[i].tolist())
+    ang = math.hypot(*scene.block_angvel[i].tolist())
     still = _near(lin / REST_LIN_VEL + ang / REST_ANG_VEL, 0.5)
     return 0.5 * (clear + still)
 
@@ -183,8 +188,8 @@ def _place(scene: SceneState, x: str, y: str, side: str, flags: dict[str, bool])
     ax, ay = SIDE_VECTORS[side]
     anchor = scene.block_pos[j]
     spot = (
-        anchor[0] + ax * PLACE_OFFSET,
-        anchor[1] + ay * PLACE_OFFSET,
+        anchor[0] + ax * PLACE_SHAPING_OFFSET,
+        anchor[1] + ay * PLACE_SHAPING_OFFSET,
         TABLE_HEIGHT + scene.block_size / 2,
     )
     centre = scene.block_pos[i]
@@ -258,10 +263,17 @@ def _tower(scene: SceneState, colours: tuple[str, ...], built: bool) -> float:
 
 
 def dense_reward(
-    instruction: Instruction, scene: SceneState, start: SceneState | None = None
+    instruction: Instruction,
+    scene: SceneState,
+    start: SceneState | None = None,
+    flags: dict[str, bool] | None = None,
 ) -> float:
-    """Staged shaping reward in [0, 1] for dense-reward steps; 1.0 exactly on oracle success."""
-    flags = evaluate(instruction, scene, start)
+    """Staged shaping reward in [0, 1] for dense-reward steps; 1.0 exactly on oracle success.
+
+    `flags` is `oracle.evaluate(instruction, scene, start)` where the caller already has it.
+    """
+    if flags is None:
+        flags = evaluate(instruction, scene, start)
     if flags["success"]:
         return 1.0
     skill, objects, relation = instruction.skill, instruction.objects, instruction.relation

@@ -197,8 +197,7 @@ class World:
     right_pad: int
     table: int
     robot_geoms: np.ndarray
-    _contact_slots: np.ndarray
-    """(4, ngeom, ngeom): for a touching geom pair, the flat contact_flags entries it sets."""
+    _assembly: StateAssembly
 
     @classmethod
     def build(cls, colours: tuple[str, ...], offwidth: int = 640, offheight: int = 480) -> World:
@@ -251,7 +250,7 @@ class World:
             right_pad=model.geom("right_pad").id,
             table=model.geom("table").id,
             robot_geoms=robot_geoms,
-            _contact_slots=contact_slots,
+            _assembly=StateAssembly.build(model, data, n, contact_slots),
         )
 
     def tcp_pos(self) -> np.ndarray:
@@ -265,40 +264,122 @@ class World:
     def contact_flags(self) -> np.ndarray:
         """(n, 4 + n) bool per block: touches table, left pad, right pad, robot, block j."""
         n = len(self.colours)
-        flat = np.zeros(n * (4 + n) + 1, bool)
-        ncon = self.data.ncon
-        if ncon:
-            first, second = self.data.contact.geom[:ncon].T
-            flat[self._contact_slots[:, first, second]] = True
-        return flat[:-1].reshape(n, 4 + n)
+        return self.state_vector()[PROPRIO_SIZE:].reshape(n, 17 + n)[:, 13:] > 0.5
 
     def scene_state(self) -> SceneState:
         """Snapshot of everything the oracle judges, read from the live simulator."""
         return scene_from_state(self.state_vector(), self.colours)
 
+    def unstable(self) -> bool:
+        """Whether the simulator raised a warning (bad contact, NaN, ...) since the last reset."""
+        return np.count_nonzero(self._assembly.warnings) > 0
+
     def state_vector(self) -> np.ndarray:
-        """The `state` observation: proprioception, then per block pose, velocity and contacts."""
+        """The `state` observation: proprioception, then per block pose, velocity and contacts.
+
+        Assembled in a preallocated buffer in a few numpy calls; the caller gets its own copy.
+        """
         data = self.data
-        n = len(self.colours)
+        assembly = self._assembly
+        state = assembly.state
         xx, _, _, yx, *_ = data.site_xmat[self.tcp_site].tolist()
         norm = math.hypot(xx, yx) or 1.0
-        proprio = np.concatenate(
-            (
-                data.qpos[self.arm_qpos],
-                data.qvel[self.arm_qpos],
-                data.site_xpos[self.tcp_site],
-                (yx / norm, xx / norm, self.gripper_opening()),
-            )
+        np.concatenate(
+            (data.qpos, data.qvel, data.site_xpos[self.tcp_site]), out=assembly.source_values
         )
-        blocks = np.concatenate(
-            (
-                data.qpos[self.blocks_qpos].reshape(n, 7),
-                data.qvel[self.blocks_qvel].reshape(n, 6),
-                self.contact_flags(),
-            ),
-            axis=1,
+        np.take(assembly.sources, assembly.gather, out=state, mode="clip")
+        if data.ncon:
+            pairs = data.contact.geom @ assembly.pair_key
+            state[assembly.contact_slots.take(pairs, axis=0)] = 1.0
+        state[17:20] = (yx / norm, xx / norm, self.gripper_opening())
+        return state[:-1].copy()
+
+    def live_scene(self) -> SceneState:
+        """The oracle's scene of the last `state_vector()` call, as views of the world's buffers.
+
+        Cheaper than `scene_state()` but overwritten by the next `state_vector()` call: for a
+        caller done with it before then, like the env's step.
+        """
+        assembly = self._assembly
+        np.greater(assembly.flags, 0.5, out=assembly.contacts)
+        return SceneState(
+            colours=self.colours,
+            gripper_opening=float(assembly.state[19]),
+            **assembly.scene_views,
         )
-        return np.concatenate((proprio, blocks.ravel()))
+
+
+@dataclass(frozen=True)
+class StateAssembly:
+    """Buffers and index tables that assemble the state vector in a few numpy calls.
+
+    `sources` holds qpos, qvel, the TCP position and a trailing 0.0; `gather` maps each state
+    entry (plus one spare) to its source, the 0.0 for the entries computed or set afterwards.
+    """
+
+    sources: np.ndarray
+    source_values: np.ndarray
+    """`sources` without its trailing 0.0: what the simulator's arrays are copied into."""
+    gather: np.ndarray
+    contact_slots: np.ndarray
+    """(ngeom * ngeom, 4): for a touching geom pair (a, b), row a * ngeom + b holds the `state`
+    entries (contact flags) it sets."""
+    pair_key: np.ndarray
+    """(ngeom, 1): a contact's geom pair (a, b) times this is a * ngeom + b."""
+    state: np.ndarray
+    """The state vector being assembled, plus a spare last entry for unused contact slots."""
+    flags: np.ndarray
+    """(n, 4 + n) view of the contact flags in `state`."""
+    contacts: np.ndarray
+    """(n, 4 + n) bool: the flags as the live scene's contact arrays view them."""
+    scene_views: dict[str, np.ndarray]
+    """SceneState's array fields as views of `state` and `contacts`."""
+    warnings: np.ndarray
+    """Live view of the simulator's warning counters."""
+
+    @classmethod
+    def build(
+        cls, model: mujoco.MjModel, data: mujoco.MjData, n: int, contact_slots: np.ndarray
+    ) -> StateAssembly:
+        """Tables for a scene of n blocks laid out as World.build checks."""
+        nq, nv = model.nq, model.nv
+        zero = nq + nv + 3
+        row = 17 + n
+        gather = np.full(state_size(n) + 1, zero)
+        gather[0:7] = np.arange(7)
+        gather[7:14] = nq + np.arange(7)
+        gather[14:17] = nq + nv + np.arange(3)
+        for j in range(n):
+            start = PROPRIO_SIZE + j * row
+            gather[start : start + 7] = 9 + 7 * j + np.arange(7)
+            gather[start + 7 : start + 13] = nq + 9 + 6 * j + np.arange(6)
+        sources = np.zeros(zero + 1)
+        state = np.zeros(len(gather))
+        blocks = state[PROPRIO_SIZE:-1].reshape(n, row)
+        contacts = np.zeros((n, 4 + n), bool)
+        return cls(
+            sources=sources,
+            source_values=sources[:-1],
+            gather=gather,
+            contact_slots=contact_slots,
+            pair_key=np.array([model.ngeom, 1], np.int32),
+            state=state,
+            flags=blocks[:, 13:],
+            contacts=contacts,
+            scene_views={
+                "block_pos": blocks[:, 0:3],
+                "block_quat": blocks[:, 3:7],
+                "block_linvel": blocks[:, 7:10],
+                "block_angvel": blocks[:, 10:13],
+                "tcp_pos": state[14:17],
+                "touches_table": contacts[:, _TABLE],
+                "touches_left_finger": contacts[:, _LEFT],
+                "touches_right_finger": contacts[:, _RIGHT],
+                "touches_robot": contacts[:, _ROBOT],
+                "block_contacts": contacts[:, 4:],
+            },
+            warnings=data.warning.number,
+        )
 
 
 PROPRIO_SIZE = 7 + 7 + 3 + 3
@@ -313,28 +394,29 @@ def _contact_slot_table(
     pads: tuple[int, int],
     robot_geoms: np.ndarray,
 ) -> np.ndarray:
-    """Lookup from a touching geom pair to the flat contact_flags entries it sets.
+    """Lookup from a touching geom pair to the contact flags it raises in the state vector.
 
-    Entry [k, a, b] is one of up to four flags the contact (a, b) raises: block a touches b (and
-    the robot, if b is a pad), block b touches a (likewise); unused entries point at a spare
-    last element, so contact_flags is two numpy operations whatever the contacts.
+    Row a * ngeom + b holds the state indices of the up to four flags the contact (a, b) raises:
+    block a touches b (and the robot, if b is a pad), block b touches a (likewise); unused entries
+    point one past the state vector, so setting the flags is one numpy operation.
     """
     n = len(block_geoms)
-    width = 4 + n
-    spare = n * width
+    row = 17 + n
+    spare = state_size(n)
     column = {table: _TABLE, pads[0]: _LEFT, pads[1]: _RIGHT}
     column.update({int(g): _ROBOT for g in robot_geoms if g not in pads})
     column.update({int(g): 4 + j for j, g in enumerate(block_geoms)})
     block_of = {int(g): i for i, g in enumerate(block_geoms)}
-    slots = np.full((4, ngeom, ngeom), spare)
+    slots = np.full((ngeom, ngeom, 4), spare)
     for a in range(ngeom):
         for b in range(ngeom):
             for k, (me, other) in enumerate(((a, b), (b, a))):
                 if me in block_of and other in column:
-                    slots[2 * k, a, b] = block_of[me] * width + column[other]
+                    flags = PROPRIO_SIZE + block_of[me] * row + 13
+                    slots[a, b, 2 * k] = flags + column[other]
                     if other in pads:
-                        slots[2 * k + 1, a, b] = block_of[me] * width + _ROBOT
-    return slots
+                        slots[a, b, 2 * k + 1] = flags + _ROBOT
+    return slots.reshape(ngeom * ngeom, 4)
 
 
 def state_size(n_blocks: int) -> int:

@@ -1,0 +1,159 @@
+"""A recorded trajectory replays bit for bit: speed work on the env must not change what it returns.
+
+tests/data/trajectory_stack_tower.npz holds, for Stack-v0 and Tower-v0, a seeded reset, one
+episode of the scripted expert with action noise (so success, termination and every shaping stage
+occur), a reset without seed, then uniform random actions. The actions are stored, so the replay
+depends on the env alone. The reward mode does not change the motion, so the file keeps one copy
+of the observations, flags and instructions per env, and the rewards of both modes. Regenerate it
+(only for an intended change of behaviour) with
+`MUJOCO_GL=egl python tests/test_trajectory_replay.py`.
+
+Bitwise equality holds on one platform: another MuJoCo or NumPy version, or a CPU for which
+NumPy's OpenBLAS picks other kernels for the controller's small matrix products, gives a
+different trajectory. The file names the versions it was recorded with and the replay is skipped
+under others; on another CPU, regenerate it from the code before a change, then test after.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import pytest
+
+import gameon.envs  # noqa: F401  (registers the GameOn/ ids)
+from gameon.envs.experts import make_expert
+
+DATA = Path(__file__).parent / "data" / "trajectory_stack_tower.npz"
+CASES = {"stack": ("GameOn/Stack-v0", 150), "tower": ("GameOn/Tower-v0", 250)}
+"""Name: env id and env steps (the Tower expert needs 210 of them at this seed)."""
+REWARD_MODES = ("sparse", "dense")
+SEED = 7
+EXPERT_NOISE = 0.1
+INFO_FLAGS = ("success", "is_success", "sim_unstable")
+OBS_KEYS = ("state", "goal")
+
+
+def _empty_log() -> dict[str, list]:
+    fields = ("is_reset", "reward", "terminated", "truncated", "instruction", *INFO_FLAGS)
+    return {name: [] for name in (*fields, *OBS_KEYS)}
+
+
+def _log(log: dict[str, list], observation: dict, info: dict, step: tuple | None) -> None:
+    """Append one reset (step None) or one step's (reward, terminated, truncated) to the log."""
+    reward, terminated, truncated = step if step is not None else (0.0, False, False)
+    log["is_reset"].append(step is None)
+    log["reward"].append(reward)
+    log["terminated"].append(terminated)
+    log["truncated"].append(truncated)
+    log["instruction"].append(info["instruction"])
+    for flag in INFO_FLAGS:
+        log[flag].append(info[flag])
+    for key in OBS_KEYS:
+        log[key].append(observation[key].copy())
+
+
+def _as_arrays(log: dict[str, list]) -> dict[str, np.ndarray]:
+    arrays = {name: np.array(values) for name, values in log.items()}
+    arrays["reward"] = arrays["reward"].astype(np.float64)
+    return arrays
+
+
+def record(env_id: str, steps: int) -> dict[str, np.ndarray]:
+    """Run the expert episode then random actions; return the actions and all the env returned."""
+    env = gym.make(env_id, reward_mode=REWARD_MODES[0])
+    random_actions = np.random.default_rng(SEED).uniform(-1.0, 1.0, (steps, 5)).astype(np.float32)
+    log = _empty_log()
+    actions = []
+    observation, info = env.reset(seed=SEED)
+    _log(log, observation, info, None)
+    expert = make_expert(env, EXPERT_NOISE, seed=SEED)
+    expert.reset()
+    expert_episode = True
+    for t in range(steps):
+        action = expert.act(observation) if expert_episode else random_actions[t]
+        actions.append(action)
+        observation, reward, terminated, truncated, info = env.step(action)
+        _log(log, observation, info, (reward, terminated, truncated))
+        if terminated or truncated:
+            expert_episode = False
+            observation, info = env.reset()
+            _log(log, observation, info, None)
+    env.close()
+    return {"action": np.array(actions), **_as_arrays(log)}
+
+
+def replay(env_id: str, reward_mode: str, actions: np.ndarray) -> dict[str, np.ndarray]:
+    """Feed recorded actions to a fresh env (same seed, same resets); return what it returned."""
+    env = gym.make(env_id, reward_mode=reward_mode)
+    log = _empty_log()
+    observation, info = env.reset(seed=SEED)
+    _log(log, observation, info, None)
+    for action in actions:
+        observation, reward, terminated, truncated, info = env.step(action)
+        _log(log, observation, info, (reward, terminated, truncated))
+        if terminated or truncated:
+            observation, info = env.reset()
+            _log(log, observation, info, None)
+    env.close()
+    return _as_arrays(log)
+
+
+def versions() -> str:
+    """The library versions a recording is only comparable under."""
+    return f"mujoco {mujoco.__version__}, numpy {np.__version__}"
+
+
+def regenerate(path: Path = DATA) -> None:
+    """Record every case with the current env and write them to `path`."""
+    arrays = {"versions": np.array(versions())}
+    for name, (env_id, steps) in CASES.items():
+        recording = record(env_id, steps)
+        for mode in REWARD_MODES:
+            replayed = replay(env_id, mode, recording["action"])
+            for field, values in replayed.items():
+                if field != "reward" and values.tobytes() != recording[field].tobytes():
+                    raise RuntimeError(f"{name}: {field} depends on the reward mode")
+            arrays[f"{name}__reward_{mode}"] = replayed.pop("reward")
+        recording.pop("reward")
+        arrays.update({f"{name}__{field}": values for field, values in recording.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **arrays)
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, np.ndarray]:
+    with np.load(DATA) as data:
+        return dict(data)
+
+
+def test_the_recording_covers_success_termination_resets_and_random_steps(recorded):
+    for name, (_, steps) in CASES.items():
+        terminated = recorded[f"{name}__terminated"]
+        assert recorded[f"{name}__success"].any(), name
+        assert terminated.any(), name
+        assert np.flatnonzero(terminated)[0] < steps - 20, f"{name}: too few random steps"
+        assert recorded[f"{name}__is_reset"].sum() >= 2, name
+    dense = recorded["tower__reward_dense"]
+    assert len(np.unique(dense)) > 100, "dense rewards should vary along the expert's episode"
+
+
+@pytest.mark.parametrize("reward_mode", REWARD_MODES)
+@pytest.mark.parametrize("name", CASES)
+def test_recorded_trajectory_replays_bitwise(recorded, name, reward_mode):
+    if str(recorded["versions"]) != versions():
+        pytest.skip(f"recorded under {recorded['versions']}, running under {versions()}")
+    env_id, _ = CASES[name]
+    replayed = replay(env_id, reward_mode, recorded[f"{name}__action"])
+    replayed[f"reward_{reward_mode}"] = replayed.pop("reward")
+    for field, values in replayed.items():
+        expected = recorded[f"{name}__{field}"]
+        assert values.dtype == expected.dtype and values.shape == expected.shape, field
+        assert values.tobytes() == expected.tobytes(), f"{name}: {field} differs from the recording"
+
+
+if __name__ == "__main__":
+    regenerate()
+    print(f"wrote {DATA} ({DATA.stat().st_size / 1024:.0f} KiB)")
