@@ -79,7 +79,7 @@ from gameon.experimenter.curriculum import (
 from gameon.policy import Actor, Normalizer, Policy, check_env_id, flat_observation, flat_size
 
 ALGO = "ppo"
-VECTORIZATIONS = ("sync", "async")
+VECTORIZATIONS = ("shared", "sync", "async")
 LOG_2PI = math.log(2 * math.pi)
 
 
@@ -93,8 +93,10 @@ class Args:
     """env steps to train for, summed over envs (rounded up to whole rollouts)"""
     num_envs: int = 2
     """parallel envs"""
-    vectorization: Literal["sync", "async"] = "sync"
-    """gymnasium vector env mode: sync (one process) or async (one process per env)"""
+    vectorization: Literal["shared", "sync", "async"] = "shared"
+    """vector env: shared (gameon.envs.make_vec: this process and one worker per further CPU
+    each step a slice of the envs, through shared memory; the same results as sync, bit for bit),
+    or gymnasium's sync (one process) or async (one process per env)"""
     reward_mode: Literal["sparse", "dense"] = "sparse"
     """env reward: sparse (1 on success) or dense (staged shaping, 1 on success)"""
     terminate_on_success: bool | None = None
@@ -190,7 +192,9 @@ def check_args(args: Args) -> None:
     if args.reward_mode not in REWARD_MODES:
         raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
     if args.vectorization not in VECTORIZATIONS:
-        raise ValueError(f"unknown vectorization {args.vectorization!r}; accepted: sync, async")
+        raise ValueError(
+            f"unknown vectorization {args.vectorization!r}; accepted: {', '.join(VECTORIZATIONS)}"
+        )
     check_curriculum_args(args)
     if args.max_episode_steps is not None and args.max_episode_steps < 1:
         raise ValueError(f"max_episode_steps must be >= 1, got {args.max_episode_steps}")

@@ -7,15 +7,14 @@ import os
 
 if "DISPLAY" not in os.environ:
     os.environ.setdefault("MUJOCO_GL", "egl")
-# Mesa's software rasteriser draws an 84x84 frame faster in the calling thread than with helper
-# threads on a small CPU; a value the user set wins. GPU drivers ignore this variable.
-os.environ.setdefault("LP_NUM_THREADS", "0")
 
 from gymnasium.envs.registration import register, registry  # noqa: E402
 
 from gameon.envs.language import Instruction, parse  # noqa: E402
 from gameon.envs.oracle import SceneState, success  # noqa: E402
 from gameon.envs.stacking_env import StackingEnv  # noqa: E402
+from gameon.envs.vector import make_vec as make_vec  # noqa: E402
+from gameon.envs.wrappers import TargetRelative, target_relative  # noqa: E402
 
 ENV_SKILLS: dict[str, tuple[tuple[str, ...], int]] = {
     "GameOn/Reach-v0": (("reach",), 100),
@@ -39,4 +38,14 @@ for env_id, (skills, max_steps) in ENV_SKILLS.items():
             kwargs={"skills": skills},
         )
 
-__all__ = ["ENV_IDS", "ENV_SKILLS", "Instruction", "SceneState", "StackingEnv", "parse", "success"]
+__all__ = [
+    "ENV_IDS",
+    "ENV_SKILLS",
+    "Instruction",
+    "SceneState",
+    "StackingEnv",
+    "TargetRelative",
+    "parse",
+    "success",
+    "target_relative",
+]

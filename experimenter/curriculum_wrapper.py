@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 from gymnasium.vector.utils import iterate
 
+from gameon.envs.vector import make_vec
 from gameon.experimenter.curriculum import Curriculum, Outcome
 
 
@@ -199,17 +200,22 @@ def make_curriculum_vec_env(
     vector_kwargs: dict[str, Any] | None = None,
     **env_kwargs: Any,
 ) -> CurriculumVectorWrapper:
-    """Make `num_envs` copies of an env (sync or async) whose episodes one curriculum chooses.
+    """Make `num_envs` copies of an env whose episodes one curriculum chooses, in a vector env
+    of `vectorization_mode`: "shared" (`gameon.envs.make_vec`), or gymnasium's "sync" or "async".
 
-    `env_kwargs` go to `gym.make` (e.g. `max_episode_steps`, `reward_mode`); `vector_kwargs` to
-    the vector env (e.g. `context`), whose autoreset is always disabled.
+    `env_kwargs` go to `gym.make` (e.g. `max_episode_steps`, `reward_mode`, and `wrappers`, a list
+    applied to each env); `vector_kwargs` to the vector env (e.g. `context`), whose autoreset is
+    always disabled.
     """
     vector_kwargs = {**(vector_kwargs or {}), "autoreset_mode": _autoreset_mode("DISABLED")}
-    env = gym.make_vec(
-        env_id,
-        num_envs=num_envs,
-        vectorization_mode=vectorization_mode,
-        vector_kwargs=vector_kwargs,
-        **env_kwargs,
-    )
+    if vectorization_mode == "shared":
+        env = make_vec(env_id, num_envs, vector_kwargs=vector_kwargs, **env_kwargs)
+    else:
+        env = gym.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            vector_kwargs=vector_kwargs,
+            **env_kwargs,
+        )
     return CurriculumVectorWrapper(env, curriculum)

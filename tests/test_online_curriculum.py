@@ -165,7 +165,8 @@ def scalars(run_dir: str) -> dict[str, list[float]]:
         ("fixed", REACH, "sync"),
         ("lp", REACH, "sync"),
         ("lp", REACH, "async"),
-        ("hand", MULTI, "sync"),
+        ("lp", REACH, "shared"),
+        ("hand", MULTI, "shared"),
     ],
 )
 def test_ppo_trains_with_each_curriculum(

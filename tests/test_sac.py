@@ -203,7 +203,7 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"total_timesteps": 0}, "total_timesteps must be >= 1"),
         ({"num_envs": 0}, "num_envs must be >= 1"),
         ({"reward_mode": "shaped"}, "accepted: sparse, dense"),
-        ({"vectorization": "threads"}, "accepted: sync, async"),
+        ({"vectorization": "threads"}, "accepted: shared, sync, async"),
         ({"curriculum": "random"}, "accepted: fixed, hand, lp"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"demo_episodes": -1}, "demo_episodes must be >= 0"),

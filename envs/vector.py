@@ -1,0 +1,736 @@
+"""A vector env whose worker processes each step a slice of the envs, trading through shared memory.
+
+`gameon.envs.make_vec("GameOn/Stack-v0", num_envs=8, workers=2)` is `gym.make_vec(...)` with this
+vector env in place of gymnasium's SyncVectorEnv or AsyncVectorEnv. Why: AsyncVectorEnv runs one
+process per env and every step pickles each env's action and info dict through a pipe, which
+costs about half a GameOn step. Here actions, observations, rewards, terminations and
+truncations live in shared memory, a step is one byte to each worker and an empty reply back,
+and an env's info dict travels only on the steps it differs from that env's previous one (a
+reset, a success, a new instruction; info values other than plain scalars, e.g. arrays, travel
+every step).
+
+Semantics are SyncVectorEnv's for the same env factories, seeds and actions, in every
+`AutoresetMode` (NEXT_STEP by default, SAME_STEP with `final_obs`/`final_info`, DISABLED):
+observations, rewards, terminations, truncations and infos are equal, bit for bit, and
+`reset(seed=..., options=...)` with `options["reset_mask"]`, `call`, `get_attr`, `set_attr` and
+`render` behave the same. Differences: actions are cast to the action space's dtype before the
+envs see them; an exception in a worker is raised again in the parent with the worker's traceback
+as its cause; a worker that dies raises `WorkerError` and closes the vector env.
+
+Supported spaces: Box, Discrete, MultiDiscrete, MultiBinary and Dict or Tuple of those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.error import ClosedEnvironmentError
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import (
+    CloudpickleWrapper,
+    batch_space,
+    create_shared_memory,
+    read_from_shared_memory,
+)
+
+STEP = b"s"
+"""The whole step request: the actions are already in shared memory."""
+NO_INFO_CHANGE = b""
+"""A worker's whole step reply when no env's info differs from its previous one."""
+SPIN_SECONDS = 0.0005
+"""How long a process polls for the other side's message before it sleeps in a blocking read:
+about an env step, so the two sides of a step rarely sleep, since waking a sleeping process costs
+tens of microseconds (more on a virtual machine); never longer, so a process that waits for
+something slow (the learner's update, the next episode) gives its core back."""
+CLOSE_TIMEOUT_S = 10.0
+"""How long close() waits for a worker to close its envs before terminating it."""
+
+Batch = dict[str, Any] | tuple[Any, ...] | np.ndarray
+"""A batch of observations or actions: arrays with the env index first, nested as the space."""
+
+
+class WorkerError(RuntimeError):
+    """A worker process died or failed to start; the message names it and its envs."""
+
+
+def make_vec(
+    env_id: str | EnvSpec,
+    num_envs: int = 1,
+    workers: int | None = None,
+    vector_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Callable[[gym.Env], gym.Env]] | None = None,
+    **kwargs: Any,
+) -> SharedMemoryVectorEnv:
+    """`num_envs` copies of `gym.make(env_id, **kwargs)`, each wrapped in `wrappers`, stepped by
+    `workers` processes (default: one per CPU, at most one per env).
+
+    The arguments are `gym.make_vec`'s; `vector_kwargs` go to SharedMemoryVectorEnv
+    (`autoreset_mode`, `copy`, `context`).
+    """
+    spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
+    factory = EnvFactory(spec, dict(kwargs), tuple(wrappers or ()))
+    envs = SharedMemoryVectorEnv([factory] * num_envs, workers=workers, **(vector_kwargs or {}))
+    envs.spec = dataclasses.replace(spec, kwargs={**spec.kwargs, **kwargs})
+    return envs
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvFactory:
+    """Makes one env the way `gym.make_vec` does; picklable, so forkserver workers can use it."""
+
+    spec: EnvSpec
+    kwargs: dict[str, Any]
+    wrappers: tuple[Callable[[gym.Env], gym.Env], ...] = ()
+
+    def __call__(self) -> gym.Env:
+        env = gym.make(self.spec, **self.kwargs)
+        for wrapper in self.wrappers:
+            env = wrapper(env)
+        return env
+
+
+@dataclasses.dataclass
+class SharedBuffers:
+    """The shared memory of one vector env; picklable only while a worker process starts.
+
+    Multiprocessing's shared arrays are files in /dev/shm unlinked at creation, so nothing is left
+    there even if every process is killed.
+    """
+
+    observations: Any
+    final_observations: Any
+    actions: Any
+    rewards: Any
+    terminations: Any
+    truncations: Any
+
+    @classmethod
+    def allocate(
+        cls, observation_space: gym.Space, action_space: gym.Space, n: int, ctx: Any
+    ) -> SharedBuffers:
+        return cls(
+            observations=create_shared_memory(observation_space, n, ctx),
+            final_observations=create_shared_memory(observation_space, n, ctx),
+            actions=create_shared_memory(action_space, n, ctx),
+            rewards=ctx.RawArray(ctypes.c_double, n),
+            terminations=ctx.RawArray(ctypes.c_bool, n),
+            truncations=ctx.RawArray(ctypes.c_bool, n),
+        )
+
+    def views(self, observation_space: gym.Space, action_space: gym.Space, n: int) -> Views:
+        return Views(
+            observations=read_from_shared_memory(observation_space, self.observations, n),
+            final_observations=read_from_shared_memory(
+                observation_space, self.final_observations, n
+            ),
+            actions=read_from_shared_memory(action_space, self.actions, n),
+            rewards=np.frombuffer(self.rewards, dtype=np.float64),
+            terminations=np.frombuffer(self.terminations, dtype=np.bool_),
+            truncations=np.frombuffer(self.truncations, dtype=np.bool_),
+        )
+
+
+@dataclasses.dataclass
+class Views:
+    """NumPy arrays on SharedBuffers, env index first."""
+
+    observations: Batch
+    final_observations: Batch
+    actions: Batch
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+
+
+@dataclasses.dataclass
+class Worker:
+    """The parent's handle on one worker process and the envs it steps."""
+
+    process: Any
+    conn: Connection
+    first: int
+    stop: int
+
+    def __str__(self) -> str:
+        return f"worker {self.process.name} (envs {self.first} to {self.stop - 1})"
+
+
+def row(batch: Batch, index: int) -> Any:
+    """A copy of one env's entry of a batch."""
+    if isinstance(batch, dict):
+        return {key: row(value, index) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(row(value, index) for value in batch)
+    return batch[index].copy()
+
+
+def write_row(batch: Batch, index: int, value: Any) -> None:
+    """Write one env's entry of a batch."""
+    if isinstance(batch, dict):
+        for key, part in batch.items():
+            write_row(part, index, value[key])
+    elif isinstance(batch, tuple):
+        for part, value_part in zip(batch, value, strict=True):
+            write_row(part, index, value_part)
+    else:
+        batch[index] = value
+
+
+def write_batch(batch: Batch, value: Any) -> None:
+    """Write a whole batch, cast to the batch's dtype; a batch of another shape is an error."""
+    if isinstance(batch, dict):
+        for key, part in batch.items():
+            write_batch(part, value[key])
+    elif isinstance(batch, tuple):
+        for part, value_part in zip(batch, value, strict=True):
+            write_batch(part, value_part)
+    else:
+        if np.shape(value) != batch.shape:
+            raise ValueError(f"actions must have shape {batch.shape}, got {np.shape(value)}")
+        batch[...] = value
+
+
+def receive(conn: Connection) -> bytes:
+    """The next message on `conn`: polled for up to SPIN_SECONDS, then waited for."""
+    deadline = time.perf_counter() + SPIN_SECONDS
+    while not conn.poll() and time.perf_counter() < deadline:
+        pass
+    return conn.recv_bytes()
+
+
+def copy_infos(infos: dict[str, Any]) -> dict[str, Any]:
+    """A copy of batched infos whose arrays the caller may change freely."""
+    return {
+        key: copy_infos(value) if isinstance(value, dict) else value.copy()
+        for key, value in infos.items()
+    }
+
+
+SCALARS = (bool, int, float, str, np.generic)
+
+
+def same_info(info: Mapping[str, Any], previous: Mapping[str, Any] | None) -> bool:
+    """Whether two infos are equal, judging only plain scalars equal (anything else differs)."""
+    if previous is None or info.keys() != previous.keys():
+        return False
+    for key, value in info.items():
+        before = previous[key]
+        if type(value) is not type(before) or not isinstance(value, SCALARS) or value != before:
+            return False
+    return True
+
+
+class SharedMemoryVectorEnv(VectorEnv):
+    """Vector env whose `workers` processes each step a contiguous slice of the envs.
+
+    The calling process is one of them: it steps the first slice itself while the other
+    `workers - 1` processes step theirs, so on a machine with a core per worker no process waits
+    for a core (a parent that only waited would compete with its workers on a 2-core machine).
+    See the module docstring for what is shared and what matches SyncVectorEnv. `context` is the
+    multiprocessing start method: "forkserver" (default) starts workers from a clean process, safe
+    whatever the parent holds (threads, torch, an EGL context); "fork" starts faster.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        workers: int | None = None,
+        copy: bool = True,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        context: str = "forkserver",
+    ) -> None:
+        self.num_envs = len(env_fns)
+        if self.num_envs < 1:
+            raise ValueError("a vector env needs at least one env")
+        if workers is None:
+            workers = min(self.num_envs, _cpu_count())
+        if not 1 <= workers <= self.num_envs:
+            raise ValueError(f"workers must be 1 to num_envs={self.num_envs}, got {workers}")
+        self.copy = copy
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.workers: list[Worker] = []
+        """the worker processes, each with its slice; the first slice is `local`'s"""
+        self.local: EnvSlice | None = None
+
+        first_env = env_fns[0]()
+        self.metadata = {**first_env.metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = first_env.render_mode
+        self.single_observation_space = first_env.observation_space
+        self.single_action_space = first_env.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+        ctx = mp.get_context(context)
+        spaces = (self.single_observation_space, self.single_action_space)
+        buffers = SharedBuffers.allocate(*spaces, self.num_envs, ctx)
+        self._views = buffers.views(*spaces, self.num_envs)
+        self._env_infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        self._infos: dict[str, Any] | None = None
+        """The batched infos of `_env_infos`, rebuilt only when one of them changes."""
+
+        bounds = np.linspace(0, self.num_envs, workers + 1).round().astype(int).tolist()
+        parent_ends = []
+        for index, (first, stop) in enumerate(zip(bounds[1:-1], bounds[2:], strict=True)):
+            parent_end, child_end = ctx.Pipe()
+            parent_ends.append(parent_end)
+            fns = [CloudpickleWrapper(fn) for fn in env_fns[first:stop]]
+            process = ctx.Process(
+                target=run_worker,
+                name=f"SharedMemoryVectorEnv-{index + 1}",
+                args=(
+                    fns,
+                    first,
+                    child_end,
+                    parent_ends,
+                    buffers,
+                    spaces,
+                    self.autoreset_mode,
+                ),
+                daemon=True,
+            )
+            process.start()
+            child_end.close()
+            self.workers.append(Worker(process, parent_end, first, stop))
+        try:
+            envs = [first_env, *(fn() for fn in env_fns[1 : bounds[1]])]
+        except BaseException:
+            first_env.close()
+            self.close(terminate=True)
+            raise
+        self.local = EnvSlice(envs, 0, self._views, self.autoreset_mode)
+        results = self._receive(self.workers, "start")
+        for worker, result in zip(self.workers, results, strict=True):
+            if result != spaces:
+                self.close(terminate=True)
+                raise RuntimeError(
+                    f"{worker} made envs with spaces {result}, unlike the first env's {spaces}"
+                )
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """The np_random seed of each sub-env."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """The random generator of each sub-env."""
+        return self.get_attr("np_random")
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Batch, dict[str, Any]]:
+        """Reset every sub-env, or those in `options["reset_mask"]`, with `options`."""
+        self._check_open()
+        if seed is None:
+            seeds = [None] * self.num_envs
+        elif isinstance(seed, int):
+            seeds = [seed + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(
+                f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
+                f"but got length={len(seeds)}."
+            )
+        mask = np.ones(self.num_envs, np.bool_)
+        if options is not None and "reset_mask" in options:
+            options = dict(options)
+            mask = _checked_mask(options.pop("reset_mask"), self.num_envs)
+
+        def request(part: EnvSlice | Worker) -> tuple[Any, ...]:
+            span = slice(part.first, part.stop)
+            return (seeds[span], options, mask[span])
+
+        busy = [w for w in self.workers if mask[w.first : w.stop].any()]
+        for worker in busy:
+            self._send(worker, pickle.dumps(("reset", request(worker))), "reset")
+        local = None
+        if mask[: self.local.stop].any():
+            local = self._run_local(self.local.reset, *request(self.local))
+        reset_infos: list[tuple[int, dict[str, Any]]] = []
+        self._infos = None
+        self._receive(busy, "reset", apply=reset_infos.extend, local=local)
+        infos: dict[str, Any] = {}
+        for env_index, info in sorted(reset_infos, key=lambda item: item[0]):
+            self._env_infos[env_index] = info
+            infos = self._add_info(infos, info, env_index)
+        return self._observations(), infos
+
+    def step(
+        self, actions: Any
+    ) -> tuple[Batch, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every sub-env with its action, resetting ended ones as `autoreset_mode` says."""
+        self._check_open()
+        views = self._views
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            ended = np.flatnonzero(views.terminations | views.truncations)
+            if len(ended):
+                raise RuntimeError(
+                    f"sub-envs {ended.tolist()} have ended; with AutoresetMode.DISABLED reset "
+                    "them (options={'reset_mask': ...}) before the next step"
+                )
+        write_batch(views.actions, actions)
+        for worker in self.workers:
+            self._send(worker, STEP, "step")
+        local = self._run_local(self.local.step)
+        finals: list[tuple[int, dict[str, Any]]] = []
+
+        def keep(changes: list[tuple[int, dict[str, Any], dict[str, Any] | None]]) -> None:
+            for env_index, info, final_info in changes:
+                self._env_infos[env_index] = info
+                self._infos = None
+                if final_info is not None:
+                    finals.append((env_index, final_info))
+
+        self._receive(self.workers, "step", apply=keep, local=local)
+        if self._infos is None:
+            self._infos = self._batched(self._env_infos)
+        infos = copy_infos(self._infos)
+        for env_index, final_info in finals:
+            final = {
+                "final_obs": row(views.final_observations, env_index),
+                "final_info": final_info,
+            }
+            infos = self._add_info(infos, final, env_index)
+        return (
+            self._observations(),
+            views.rewards.copy(),
+            views.terminations.copy(),
+            views.truncations.copy(),
+            infos,
+        )
+
+    def render(self) -> tuple[Any, ...]:
+        """Each sub-env's render()."""
+        return self.call("render")
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call the method `name` of every sub-env (or read it, if not callable)."""
+        return self._each("call", lambda part: (name, args, kwargs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute `name` of every sub-env."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
+        """Set the attribute `name` of every sub-env: to values[i], or to values if not a list."""
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(
+                "Values must be a list or tuple with length equal to the number of environments. "
+                f"Got `{len(values)}` values for {self.num_envs} environments."
+            )
+        self._each("set_attr", lambda part: (name, values[part.first : part.stop]))
+
+    def close_extras(self, timeout: float = CLOSE_TIMEOUT_S, terminate: bool = False) -> None:
+        """Close the envs here and in the workers and end them; terminate workers that do not end
+        in time."""
+        for worker in self.workers if not terminate else ():
+            with contextlib.suppress(OSError):
+                worker.conn.send_bytes(pickle.dumps(("close", None)))
+        if self.local is not None:
+            local, self.local = self.local, None
+            local.close()
+        for worker in self.workers:
+            if not terminate:
+                worker.process.join(timeout)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join()
+            worker.conn.close()
+        self.workers = []
+
+    def __del__(self) -> None:
+        if not getattr(self, "closed", True) and (
+            getattr(self, "workers", None) or getattr(self, "local", None)
+        ):
+            self.close(terminate=True)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"{type(self).__name__} is closed")
+
+    def _observations(self) -> Batch:
+        observations = self._views.observations
+        return _copy_batch(observations) if self.copy else observations
+
+    def _batched(self, singles: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        infos: dict[str, Any] = {}
+        for env_index, info in enumerate(singles):
+            infos = self._add_info(infos, info, env_index)
+        return infos
+
+    def _each(
+        self, command: str, data_for: Callable[[EnvSlice | Worker], tuple[Any, ...]]
+    ) -> tuple[Any, ...]:
+        """Run the command with its data on every slice, this process's too; return the results
+        of every env, in order."""
+        self._check_open()
+        for worker in self.workers:
+            self._send(worker, pickle.dumps((command, data_for(worker))), command)
+        local = self._run_local(getattr(self.local, command), *data_for(self.local))
+        return tuple(
+            result
+            for results in self._receive(self.workers, command, local=local)
+            for result in results
+        )
+
+    def _run_local(self, method: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+        """This process's slice's reply to a command, as a worker would send it."""
+        try:
+            return "ok", method(*args)
+        except Exception as error:
+            self.local.sent_infos = [None] * len(self.local.envs)
+            return "error", (error, traceback.format_exc())
+
+    def _send(self, worker: Worker, message: bytes, command: str) -> None:
+        try:
+            worker.conn.send_bytes(message)
+        except OSError:
+            self._raise_dead(worker, command)
+
+    def _raise_dead(self, worker: Worker, command: str) -> NoReturn:
+        worker.process.join(1.0)
+        code = worker.process.exitcode
+        self.close(terminate=True)
+        raise WorkerError(
+            f"{worker} died (exit code {code}) during {command}; the vector env is closed"
+        ) from None
+
+    def _receive(
+        self,
+        workers: Sequence[Worker],
+        command: str,
+        apply: Callable[[Any], None] | None = None,
+        local: tuple[str, Any] | None = None,
+    ) -> list[Any]:
+        """This process's result (`local`, if its slice took part) and each worker's; raise the
+        first exception once all are in.
+
+        `apply` takes each result as it comes, so the parent keeps what the slices that
+        succeeded sent even when another one raised.
+        """
+        replies: list[tuple[Any, tuple[str, Any]]] = []
+        if local is not None:
+            replies.append((self.local, local))
+        for worker in workers:
+            try:
+                reply = receive(worker.conn)
+            except (EOFError, OSError):
+                self._raise_dead(worker, command)
+            except BaseException:
+                self.close(terminate=True)  # e.g. Ctrl-C: later replies would answer old requests
+                raise
+            replies.append((worker, ("ok", []) if reply == NO_INFO_CHANGE else pickle.loads(reply)))
+        results, errors = [], []
+        for part, (status, payload) in replies:
+            if status == "ok":
+                results.append(payload)
+                if apply is not None:
+                    apply(payload)
+            else:
+                results.append([])
+                errors.append((part, payload))
+        if errors:
+            part, (error, trace) = errors[0]
+            cause = WorkerError(f"{part} raised during {command}:\n{trace}")
+            if command == "start":
+                self.close(terminate=True)
+                raise cause
+            raise (error or cause) from cause
+        return results
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _checked_mask(mask: Any, num_envs: int) -> np.ndarray:
+    """`options["reset_mask"]`, validated as SyncVectorEnv does."""
+    if not isinstance(mask, np.ndarray):
+        raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+    if mask.shape != (num_envs,):
+        raise ValueError(
+            f"`options['reset_mask']` must have shape `({num_envs},)`, got {mask.shape}"
+        )
+    if mask.dtype != np.bool_:
+        raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+    if not mask.any():
+        raise ValueError(
+            "`options['reset_mask']` must contain a boolean array with at least one True value, "
+            f"got reset_mask={mask}"
+        )
+    return mask
+
+
+def _copy_batch(batch: Batch) -> Batch:
+    if isinstance(batch, dict):
+        return {key: _copy_batch(value) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(_copy_batch(value) for value in batch)
+    return batch.copy()
+
+
+class EnvSlice:
+    """A worker's envs, stepped in order, writing their results to shared memory."""
+
+    def __init__(
+        self, envs: list[gym.Env], first: int, views: Views, autoreset_mode: AutoresetMode
+    ) -> None:
+        self.envs = envs
+        self.first = first
+        self.views = views
+        self.autoreset_mode = autoreset_mode
+        self.ended = [False] * len(envs)
+        self.sent_infos: list[dict[str, Any] | None] = [None] * len(envs)
+        """Each env's info as the parent last received it; None forces the next one to go."""
+
+    @property
+    def stop(self) -> int:
+        """One past the index of the slice's last env."""
+        return self.first + len(self.envs)
+
+    def __str__(self) -> str:
+        return f"the calling process (envs {self.first} to {self.stop - 1})"
+
+    def step(self) -> list[tuple[int, dict[str, Any], dict[str, Any] | None]]:
+        """Step each env; return (env index, info, final info) for each info the parent lacks."""
+        views, changes = self.views, []
+        for offset, env in enumerate(self.envs):
+            index = self.first + offset
+            final_info = None
+            if self.autoreset_mode == AutoresetMode.NEXT_STEP and self.ended[offset]:
+                observation, info = env.reset()
+                reward, terminated, truncated = 0.0, False, False
+            else:
+                action = row(views.actions, index)
+                observation, reward, terminated, truncated, info = env.step(action)
+                if self.autoreset_mode == AutoresetMode.SAME_STEP and (terminated or truncated):
+                    write_row(views.final_observations, index, observation)
+                    final_info = info
+                    observation, info = env.reset()
+            self.ended[offset] = bool(terminated or truncated)
+            write_row(views.observations, index, observation)
+            views.rewards[index] = reward
+            views.terminations[index] = terminated
+            views.truncations[index] = truncated
+            if final_info is not None or not same_info(info, self.sent_infos[offset]):
+                self.sent_infos[offset] = dict(info)
+                changes.append((index, info, final_info))
+        return changes
+
+    def reset(
+        self, seeds: list[int | None], options: dict[str, Any] | None, mask: np.ndarray
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Reset the envs in the mask; return (env index, info) of each."""
+        views, infos = self.views, []
+        for offset, env in enumerate(self.envs):
+            if not mask[offset]:
+                continue
+            index = self.first + offset
+            observation, info = env.reset(seed=seeds[offset], options=options)
+            write_row(views.observations, index, observation)
+            views.terminations[index] = False
+            views.truncations[index] = False
+            self.ended[offset] = False
+            self.sent_infos[offset] = dict(info)
+            infos.append((index, info))
+        return infos
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        results = []
+        for env in self.envs:
+            function = env.get_wrapper_attr(name)
+            results.append(function(*args, **kwargs) if callable(function) else function)
+        return results
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> list[Any]:
+        for env, value in zip(self.envs, values, strict=True):
+            env.set_wrapper_attr(name, value)
+        return []
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def run_worker(
+    env_fns: list[CloudpickleWrapper],
+    first: int,
+    conn: Connection,
+    parent_ends: list[Connection],
+    buffers: SharedBuffers,
+    spaces: tuple[gym.Space, gym.Space],
+    autoreset_mode: AutoresetMode,
+) -> None:
+    """A worker process: make its envs, then serve the parent's requests until close or EOF.
+
+    Ctrl-C is left to the parent, which closes the workers; the parent's pipe ends are closed
+    here so that the worker sees EOF, and ends, if the parent dies.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for end in parent_ends:
+        end.close()
+    try:
+        envs = [fn() for fn in env_fns]
+        spaces_made = (envs[0].observation_space, envs[0].action_space)
+        views = buffers.views(*spaces, len(buffers.rewards))
+    except Exception as error:
+        conn.send_bytes(_error_reply(error))
+        return
+    conn.send_bytes(pickle.dumps(("ok", spaces_made)))
+    envs_slice = EnvSlice(envs, first, views, autoreset_mode)
+    handlers = {"reset": envs_slice.reset, "call": envs_slice.call, "set_attr": envs_slice.set_attr}
+    while True:
+        try:
+            message = receive(conn)
+        except (EOFError, OSError):
+            break
+        try:
+            if message == STEP:
+                changes = envs_slice.step()
+                reply = pickle.dumps(("ok", changes)) if changes else NO_INFO_CHANGE
+            else:
+                command, data = pickle.loads(message)
+                if command == "close":
+                    break
+                reply = pickle.dumps(("ok", handlers[command](*data)))
+        except Exception as error:
+            envs_slice.sent_infos = [None] * len(envs)
+            reply = _error_reply(error)
+        try:
+            conn.send_bytes(reply)
+        except OSError:
+            break
+    envs_slice.close()
+    conn.close()
+
+
+def _error_reply(error: Exception) -> bytes:
+    """The error reply: the exception if it pickles (else None) and its formatted traceback."""
+    trace = traceback.format_exc()
+    try:
+        return pickle.dumps(("error", (error, trace)))
+    except Exception:
+        return pickle.dumps(("error", (None, trace)))
