@@ -42,8 +42,8 @@ embodiment runs those plans), and after retraining analyses the per-skill curves
 are sampled less; under protocol v1 a skill is promoted only once its curve is judged
 converged), and a macro skill it proposes joins the library after the oracle verifies it on
 seeded trials. Every call is in `transcript.jsonl`; the committed state carries the usage
-(`state["vlm"]`, the keys of `gameon.records.VLMUsage`) and the label
-(`state["curriculum_label"]`, e.g. "vlm[rules]").
+(`CollectState.vlm`, the keys of `gameon.records.VLMUsage`) and the label
+(`CollectState.curriculum_label`, e.g. "vlm[rules]").
 
 The run stops after `iterations` iterations, or as soon as every skill of the target env reaches
 `stop_threshold` in an evaluation. Everything random derives from (`seed`, iteration): the same
@@ -93,6 +93,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from pydantic import ValidationError
 
 from gameon.atomic import atomic_write
 from gameon.envs import ENV_SKILLS
@@ -127,12 +128,14 @@ from gameon.integrity import (
     file_sha256,
     folder_files,
 )
+from gameon.plots import skill_curves_png
 from gameon.records import (
     RECORD_FILE,
     Collected,
     CurvePoint,
     Evaluation,
     RunRecord,
+    StrictModel,
     TargetEvaluation,
     Training,
     VLMUsage,
@@ -155,6 +158,57 @@ KEPT_ON_REDO = ("run.json", "run.log", "error.txt", BAD_FILES_DIR)
 """What stays in a run folder that is re-done: the runner's files and earlier bad files."""
 SEED_LOW, SEED_HIGH = 2**20, 2**31
 """Episode reset seeds come from this range, far from the evaluation suite's (10_000 + i)."""
+
+
+class DatasetRef(StrictModel):
+    """The run's dataset as a state commits it."""
+
+    id: str
+    root: str
+    """the Minari datasets root, relative to the run folder (`datasets/iter_{k}`)"""
+    episodes: int
+
+
+class CollectState(StrictModel):
+    """What `state.json` commits after each iteration: enough to resume the run exactly.
+
+    `history` holds one report per iteration (tasks, seeds, outcomes, actors, evaluation, the
+    curriculum's brief, the vlm's decisions, seconds); `files` the sha256 of every file the
+    state relies on, checked on resume.
+    """
+
+    format: Literal["gameon-collect-state-v3"] = STATE_FORMAT
+    config: dict[str, Any]
+    """the LoopConfig, as asdict gives it"""
+    iteration: int
+    """the last committed iteration (0: the seed data)"""
+    stopped: str | None
+    """"mastered" once auto_stop ended the run early, else None"""
+    curriculum: dict[str, Any]
+    """the curriculum's state_dict"""
+    library: dict[str, Any]
+    """the skill library (SkillLibrary.to_dict)"""
+    curves: dict[str, list[float]]
+    """per skill, evaluated success per iteration"""
+    history: list[dict[str, Any]]
+    dataset: DatasetRef
+    policy: str
+    """the latest checkpoint, relative to the run folder"""
+    evaluation: dict[str, Any]
+    """the latest evaluation (EvalReport.to_dict)"""
+    targets: list[dict[str, Any]] | None
+    """the final target evaluations (monolithic and composed), once made"""
+    curriculum_label: str
+    vlm: dict[str, Any]
+    """the curriculum's VLM usage (the keys of gameon.records.VLMUsage)"""
+    seed: int
+    wall_seconds: float
+    files: dict[str, str] | None = None
+    """sha256 by path relative to the run folder (None in states made before hashes)"""
+
+    def write(self, path: Path) -> None:
+        """Write the state atomically as indented JSON."""
+        atomic_write(path, json.dumps(self.model_dump(), indent=2) + "\n")
 
 
 @dataclass
@@ -394,15 +448,19 @@ def policy_dir(run_dir: Path, iteration: int) -> Path:
     return run_dir / "policies" / f"iter_{iteration}"
 
 
-def load_state(run_dir: Path, config: LoopConfig) -> dict | None:
+def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
     """The committed state of a run folder (None if new); ValueError if another config's."""
     path = run_dir / "state.json"
     if not path.is_file():
         return None
-    state = json.loads(path.read_text())
-    if state.get("format") != STATE_FORMAT:
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
         raise ValueError(f"{path} is not a collect state ({STATE_FORMAT})")
-    saved, wanted = state["config"], asdict(config)
+    try:
+        state = CollectState.model_validate(data)
+    except ValidationError as error:
+        raise ValueError(f"{path} is not a valid collect state: {error}") from None
+    saved, wanted = state.config, asdict(config)
     changed = [k for k in wanted if k != "iterations" and saved.get(k) != wanted[k]]
     if changed:
         raise ValueError(
@@ -412,10 +470,10 @@ def load_state(run_dir: Path, config: LoopConfig) -> dict | None:
     return state
 
 
-def remove_uncommitted(run_dir: Path, state: dict | None) -> None:
+def remove_uncommitted(run_dir: Path, state: CollectState | None) -> None:
     """Delete dataset roots and policy folders that the committed state does not name."""
-    keep_dataset = None if state is None else run_dir / state["dataset"]["root"]
-    last = -1 if state is None else state["iteration"]
+    keep_dataset = None if state is None else run_dir / state.dataset.root
+    last = -1 if state is None else state.iteration
     for root in sorted((run_dir / "datasets").glob("*")):
         if root != keep_dataset:
             shutil.rmtree(root) if root.is_dir() else root.unlink()
@@ -424,10 +482,10 @@ def remove_uncommitted(run_dir: Path, state: dict | None) -> None:
             shutil.rmtree(folder)
 
 
-def committed_checkpoints(run_dir: Path, state: dict) -> list[Path]:
+def committed_checkpoints(run_dir: Path, state: CollectState) -> list[Path]:
     """The policy checkpoints a committed state relies on: its policy and the learned skills'."""
-    paths = [run_dir / state["policy"]]
-    for skill in state["library"]["skills"]:
+    paths = [run_dir / state.policy]
+    for skill in state.library["skills"]:
         executor = skill["executor"]
         if executor["kind"] == "learned":
             paths.append(Path(executor["checkpoint"]))
@@ -437,12 +495,12 @@ def committed_checkpoints(run_dir: Path, state: dict) -> list[Path]:
     return list(unique.values())
 
 
-def file_hashes(run_dir: Path, state: dict) -> dict[str, str]:
+def file_hashes(run_dir: Path, state: CollectState) -> dict[str, str]:
     """The sha256 of every file a committed state relies on (dataset root and checkpoints),
     keyed by path relative to the run folder."""
     base = run_dir.resolve()
     files = [
-        *folder_files(run_dir / state["dataset"]["root"]),
+        *folder_files(run_dir / state.dataset.root),
         *committed_checkpoints(run_dir, state),
     ]
     return {_relative_to(path, base): file_sha256(path) for path in files}
@@ -455,12 +513,12 @@ def _relative_to(path: Path, base: Path) -> str:
         return str(path.resolve())
 
 
-def bad_files(run_dir: Path, state: dict) -> list[BadFile]:
+def bad_files(run_dir: Path, state: CollectState) -> list[BadFile]:
     """The committed files that are missing or not what was committed (by their sha256), or, in
     a state without hashes, that do not load."""
-    if state.get("files"):
-        return check_hashes(state["files"], run_dir)
-    bad = check_dataset(run_dir / state["dataset"]["root"])
+    if state.files:
+        return check_hashes(state.files, run_dir)
+    bad = check_dataset(run_dir / state.dataset.root)
     for path in committed_checkpoints(run_dir, state):
         problem = check_checkpoint(path)
         if problem is not None:
@@ -468,7 +526,9 @@ def bad_files(run_dir: Path, state: dict) -> list[BadFile]:
     return bad
 
 
-def load_checked_state(run_dir: Path, config: LoopConfig) -> tuple[dict | None, list[BadFile]]:
+def load_checked_state(
+    run_dir: Path, config: LoopConfig
+) -> tuple[CollectState | None, list[BadFile]]:
     """The committed state (None if new) and its bad files; ValueError if another config's."""
     try:
         state = load_state(run_dir, config)
@@ -650,7 +710,7 @@ def run_iteration(
     config: LoopConfig,
     run_dir: Path,
     iteration: int,
-    state: dict | None,
+    state: CollectState | None,
     curriculum: Curriculum,
     embodiment: Embodiment,
     on_episode: Callable[[EpisodeRecord], None],
@@ -680,11 +740,11 @@ def run_iteration(
     if state is None:
         root = dataset_root(run_dir, 0)
     else:
-        root = copy_dataset(run_dir, run_dir / state["dataset"]["root"], iteration)
+        root = copy_dataset(run_dir, run_dir / state.dataset.root, iteration)
     executed = [*records, *demonstrations]
     relabelled = [r.relabel() for r in executed if r.needs_relabel] if config.relabel else []
     embodiment.record([*executed, *relabelled], DATASET_ID, root, append=True)
-    previous = None if state is None else str(run_dir / state["policy"])
+    previous = None if state is None else str(run_dir / state.policy)
     summary = train_and_evaluate(config, iteration, root, run_dir, previous)
     evaluation = summary["eval"]
     curriculum.update_evaluation(
@@ -695,7 +755,7 @@ def run_iteration(
     )
     rates = {skill: r["rate"] for skill, r in evaluation["per_skill"].items()}
     checkpoint = str(Path(summary["checkpoint"]).resolve())
-    curves = {} if state is None else {k: list(v) for k, v in state["curves"].items()}
+    curves = {} if state is None else {k: list(v) for k, v in state.curves.items()}
     for skill, rate in rates.items():
         curves.setdefault(skill, []).append(rate)
     if vlm:
@@ -703,8 +763,8 @@ def run_iteration(
     if not vlm or config.collector != "expert":
         promote(embodiment.library, rates, checkpoint, config)
 
-    episodes = (0 if state is None else state["dataset"]["episodes"]) + len(executed)
-    history = [] if state is None else list(state["history"])
+    episodes = (0 if state is None else state.dataset.episodes) + len(executed)
+    history = [] if state is None else list(state.history)
     actor_steps = {actor: sum(r.actor_steps()[actor] for r in executed) for actor in ACTORS}
     history.append(
         {
@@ -731,31 +791,28 @@ def run_iteration(
         }
     )
     done = mastered(config, rates)
-    return {
-        "format": STATE_FORMAT,
-        "config": asdict(config),
-        "iteration": iteration,
-        "stopped": "mastered" if config.auto_stop and done else None,
-        "curriculum": curriculum.state_dict(),
-        "library": embodiment.library.to_dict(),
-        "curves": curves,
-        "history": history,
-        "dataset": {
-            "id": DATASET_ID,
-            "root": str(root.relative_to(run_dir)),
-            "episodes": episodes,
-        },
-        "policy": str(Path(summary["checkpoint"]).resolve().relative_to(run_dir.resolve())),
-        "evaluation": evaluation,
-        "targets": None,
-        "curriculum_label": curriculum_label(curriculum),
-        "vlm": vlm_usage(curriculum),
-        "seed": config.seed,
-        "wall_seconds": (0.0 if state is None else state["wall_seconds"]) + history[-1]["seconds"],
-    }
+    return CollectState(
+        config=asdict(config),
+        iteration=iteration,
+        stopped="mastered" if config.auto_stop and done else None,
+        curriculum=curriculum.state_dict(),
+        library=embodiment.library.to_dict(),
+        curves=curves,
+        history=history,
+        dataset=DatasetRef(id=DATASET_ID, root=str(root.relative_to(run_dir)), episodes=episodes),
+        policy=str(Path(summary["checkpoint"]).resolve().relative_to(run_dir.resolve())),
+        evaluation=evaluation,
+        targets=None,
+        curriculum_label=curriculum_label(curriculum),
+        vlm=vlm_usage(curriculum),
+        seed=config.seed,
+        wall_seconds=(0.0 if state is None else state.wall_seconds) + history[-1]["seconds"],
+    )
 
 
-def evaluate_targets(config: LoopConfig, run_dir: Path, state: dict) -> list[dict[str, Any]]:
+def evaluate_targets(
+    config: LoopConfig, run_dir: Path, state: CollectState
+) -> list[dict[str, Any]]:
     """The final policy on the target env's suite (and report_env_id's), `target_eval_episodes`
     per skill, twice: monolithic (the task's own goal) and composed (the run's skill library's
     plan, every step by the learned policy: no scripted executor acts)."""
@@ -763,8 +820,8 @@ def evaluate_targets(config: LoopConfig, run_dir: Path, state: dict) -> list[dic
     from gameon.experimenter.embodiment import evaluate_composed, learned_library
     from gameon.policy import load_policy
 
-    checkpoint = run_dir / state["policy"]
-    library = learned_library(SkillLibrary.from_dict(state["library"]), checkpoint)
+    checkpoint = run_dir / state.policy
+    library = learned_library(SkillLibrary.from_dict(state.library), checkpoint)
     results = []
     for env_id in [config.env_id, *([config.report_env_id] if config.report_env_id else [])]:
         monolithic = evaluate(
@@ -778,11 +835,11 @@ def evaluate_targets(config: LoopConfig, run_dir: Path, state: dict) -> list[dic
     return results
 
 
-def commit(run_dir: Path, state: dict, previous: dict | None) -> None:
+def commit(run_dir: Path, state: CollectState, previous: CollectState | None) -> None:
     """Write the state (the commit point), then drop the dataset root it supersedes."""
-    atomic_write(run_dir / "state.json", json.dumps(state, indent=2) + "\n")
-    if previous is not None and previous["dataset"]["root"] != state["dataset"]["root"]:
-        shutil.rmtree(run_dir / previous["dataset"]["root"], ignore_errors=True)
+    state.write(run_dir / "state.json")
+    if previous is not None and previous.dataset.root != state.dataset.root:
+        shutil.rmtree(run_dir / previous.dataset.root, ignore_errors=True)
 
 
 # -- outputs ----------------------------------------------------------------------------------
@@ -809,12 +866,12 @@ def portable_library(library: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return portable
 
 
-def training_of(config: LoopConfig, state: dict, run_dir: Path) -> Training:
+def training_of(config: LoopConfig, state: CollectState, run_dir: Path) -> Training:
     """What the run's training read: the LoopConfig, the learner's Args of the final iteration,
     the practice env's kwargs and, for vlm, the transcript to replay."""
     from gameon.experimenter.embodiment import MAX_EPISODE_STEPS
 
-    summary = (run_dir / state["policy"]).parent / "summary.json"
+    summary = (run_dir / state.policy).parent / "summary.json"
     learner_args = json.loads(summary.read_text()).get("args") if summary.is_file() else None
     transcript = run_dir / "transcript.jsonl"
     return Training(
@@ -825,19 +882,19 @@ def training_of(config: LoopConfig, state: dict, run_dir: Path) -> Training:
     )
 
 
-def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
+def run_record(config: LoopConfig, state: CollectState, run_dir: Path) -> RunRecord:
     """The run record (gameon.records): final evaluation episodes, curve, data, cost, and the
     evidence (checkpoint, weights and dataset hashes), training config and machine."""
-    budget_spent = state["iteration"] >= config.iterations
-    stopped = state["stopped"] or ("budget" if budget_spent else "interrupted")
-    history = state["history"]
+    budget_spent = state.iteration >= config.iterations
+    stopped = state.stopped or ("budget" if budget_spent else "interrupted")
+    history = state.history
     env_steps = sum(h.get("env_steps", 0) for h in history)
     return build_record(
         run_dir=run_dir,
         run_id=run_dir.resolve().name,
         protocol="collect",
         curriculum=config.curriculum,
-        curriculum_label=state["curriculum_label"],
+        curriculum_label=state.curriculum_label,
         learner=config.learner,
         env_id=config.env_id,
         target_skills=config.target_skills,
@@ -857,7 +914,7 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
             env_id=config.eval_env,
             suite_seed=SUITE_SEED,
             episodes_per_skill=config.eval_episodes_per_skill,
-            episodes=state["evaluation"]["episodes"],
+            episodes=state.evaluation["episodes"],
         ),
         collected=collected_counts(history),
         protocol_version=1 if config.collector == "expert" else 2,
@@ -871,24 +928,24 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
                     episodes=target["evaluation"]["episodes"],
                 ),
             )
-            for target in state.get("targets") or []
+            for target in state.targets or []
         ],
-        vlm=VLMUsage(**state["vlm"]),
-        wall_seconds=state["wall_seconds"],
+        vlm=VLMUsage(**state.vlm),
+        wall_seconds=state.wall_seconds,
         env_steps=env_steps,
-        steps_per_second=env_steps / state["wall_seconds"] if state["wall_seconds"] else 0.0,
-        checkpoint=run_dir / state["policy"],
-        dataset=run_dir / state["dataset"]["root"],
+        steps_per_second=env_steps / state.wall_seconds if state.wall_seconds else 0.0,
+        checkpoint=run_dir / state.policy,
+        dataset=run_dir / state.dataset.root,
         training=training_of(config, state, run_dir),
         extra={
             **({"bad_files": bad_file_reports(run_dir)} if bad_file_reports(run_dir) else {}),
             "practice_env_id": config.practice_env_id,
             "config": asdict(config),
             "stopped": stopped,
-            "iterations_done": state["iteration"],
+            "iterations_done": state.iteration,
             "target_mastered": mastered(config, history[-1]["eval"]),
-            "dataset": state["dataset"],
-            "library": portable_library(state["library"], run_dir),
+            "dataset": state.dataset.model_dump(),
+            "library": portable_library(state.library, run_dir),
             "iterations": [
                 {
                     "iteration": h["iteration"],
@@ -908,31 +965,13 @@ def run_record(config: LoopConfig, state: dict, run_dir: Path) -> RunRecord:
     )
 
 
-def plot_curves(state: dict, path: Path) -> None:
+def plot_curves(state: CollectState, path: Path) -> None:
     """Plot per-skill evaluated success per iteration to a PNG, atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    figure, axes = plt.subplots(figsize=(6, 4))
-    for skill, rates in state["curves"].items():
-        axes.plot(range(len(rates)), rates, marker="o", label=skill)
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel("iteration")
-    axes.set_ylabel("evaluated success")
-    axes.set_ylim(-0.05, 1.05)
-    axes.set_title(f"collect: {state['config']['curriculum']} + {state['config']['learner']}")
-    axes.legend()
-    figure.tight_layout()
-    tmp = path.with_name(path.name + ".tmp")
-    figure.savefig(tmp, format="png", dpi=100)
-    plt.close(figure)
-    tmp.replace(path)
+    title = f"collect: {state.config['curriculum']} + {state.config['learner']}"
+    atomic_write(path, skill_curves_png(state.curves, title=title))
 
 
-def write_outputs(config: LoopConfig, run_dir: Path, state: dict) -> RunRecord:
+def write_outputs(config: LoopConfig, run_dir: Path, state: CollectState) -> RunRecord:
     """Write record.json and curves.png of a finished run; return the record.
 
     Only a finished run has a record (iterations plot curves.png alone), so a report or the
@@ -947,11 +986,11 @@ def write_outputs(config: LoopConfig, run_dir: Path, state: dict) -> RunRecord:
 # -- the loop ---------------------------------------------------------------------------------
 
 
-def finished(config: LoopConfig, state: dict | None) -> bool:
+def finished(config: LoopConfig, state: CollectState | None) -> bool:
     """Whether the committed state ends the run (budget spent or target mastered)."""
     if state is None:
         return False
-    return state["stopped"] is not None or state["iteration"] >= config.iterations
+    return state.stopped is not None or state.iteration >= config.iterations
 
 
 @contextlib.contextmanager
@@ -983,8 +1022,8 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
     if state is None:
         library = default_library(noise=config.seed_noise)
     else:
-        curriculum.load_state_dict(state["curriculum"])
-        library = SkillLibrary.from_dict(state["library"])
+        curriculum.load_state_dict(state.curriculum)
+        library = SkillLibrary.from_dict(state.library)
     curriculum.use_library(library)
     embodiment_class = PlannedEmbodiment if curriculum.experimenter else Embodiment
 
@@ -999,11 +1038,11 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
         progress_bar(progress) as bar,
         contextlib.closing(curriculum),
     ):
-        done = 0 if state is None else state["iteration"] + 1
+        done = 0 if state is None else state.iteration + 1
         iterations = bar.add_task("iterations", total=config.iterations + 1, completed=done)
         episodes = bar.add_task("episodes", total=config.seed_episodes)
         while not finished(config, state):
-            iteration = 0 if state is None else state["iteration"] + 1
+            iteration = 0 if state is None else state.iteration + 1
             count = config.seed_episodes if iteration == 0 else config.episodes_per_iteration
             bar.reset(episodes, total=count, description=f"iteration {iteration}: episodes")
             new = run_iteration(
@@ -1015,15 +1054,17 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
                 embodiment,
                 on_episode=lambda _: bar.advance(episodes),
             )
-            new["files"] = file_hashes(run_dir, new)
+            new.files = file_hashes(run_dir, new)
             commit(run_dir, new, state)
             state = new
             plot_curves(state, run_dir / "curves.png")
             bar.advance(iterations)
-    if state.get("targets") is None:
+    if state.targets is None:
         start = time.perf_counter()
         targets = evaluate_targets(config, run_dir, state)
         seconds = time.perf_counter() - start
-        state = {**state, "targets": targets, "wall_seconds": state["wall_seconds"] + seconds}
+        state = state.model_copy(
+            update={"targets": targets, "wall_seconds": state.wall_seconds + seconds}
+        )
         commit(run_dir, state, None)
     return write_outputs(config, run_dir, state)

@@ -172,8 +172,7 @@ def test_every_module_has_a_layer_and_the_layers_print() -> None:
 def test_no_module_imports_from_a_higher_layer() -> None:
     graph = import_graph()
     upward = [
-        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} "
-        f"({LAYERS[layer_of(target)][0]})"
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
         for module, targets in sorted(graph.items())
         for target in sorted(targets)
         if layer_of(target) > layer_of(module)
@@ -193,7 +192,10 @@ def test_no_import_cycles() -> None:
     [
         ("from gameon.benchmark.report import x", {"gameon.benchmark.report"}),
         ("def f():\n    from gameon.cli import main", {"gameon.cli"}),
-        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import gameon.cli", {"gameon.cli"}),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import gameon.cli",
+            {"gameon.cli"},
+        ),
         ("from . import commands", {"gameon.benchmark.commands"}),
         ("from gameon.experimenter import loop", {"gameon.experimenter.loop"}),
     ],

@@ -21,7 +21,6 @@ VLMError, which the caller (the vlm curriculum) turns into a counted fallback.
 from __future__ import annotations
 
 import difflib
-import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,6 +32,7 @@ from gameon.experimenter.sandbox import SkillRejected, check_source
 from gameon.experimenter.skills import MacroExecutor, Skill, SkillLibrary
 from gameon.experimenter.vlm.backend import Backend, ImageLike
 from gameon.experimenter.vlm.prompts import render_prompt
+from gameon.plots import skill_curves_png
 
 PREREQUISITES: dict[str, tuple[str, ...]] = {
     "reach": (),
@@ -349,27 +349,6 @@ def curves_table(curves: Mapping[str, Sequence[float]]) -> str:
     return "\n".join([header, rule, *rows])
 
 
-def plot_curves_png(curves: Mapping[str, Sequence[float]]) -> bytes:
-    """The curves as a PNG (matplotlib, no timestamps, so one machine renders it identically)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(5, 3.5))
-    for skill, values in curves.items():
-        axes.plot(range(len(values)), list(values), marker="o", label=skill)
-    axes.set_xlabel("iteration")
-    axes.set_ylabel("evaluated success")
-    axes.set_ylim(-0.05, 1.05)
-    axes.legend(fontsize="small")
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80, metadata={"Software": None})
-    plt.close(figure)
-    return buffer.getvalue()
-
-
 def analyse(
     backend: Backend, curves: Mapping[str, Sequence[float]], converged_level: float = 0.8
 ) -> dict[str, SkillVerdict]:
@@ -394,7 +373,9 @@ def analyse(
         if missing or len(judged) != len(set(judged)):
             raise ValueError(f"judge every skill exactly once: {', '.join(curves)}")
 
-    answer = backend.generate(prompt, [plot_curves_png(curves)], Analysis, "analyse", validate)
+    answer = backend.generate(
+        prompt, [skill_curves_png(curves, size=(5.0, 3.5), dpi=80)], Analysis, "analyse", validate
+    )
     return {verdict.skill: verdict for verdict in answer.skills}
 
 
