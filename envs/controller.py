@@ -89,6 +89,8 @@ class CartesianController:
         self._posture = np.zeros(7)
         self._joints = np.zeros(7)
         self._q = world.data.qpos[world.arm_qpos]
+        self._tcp_xpos = world.data.site_xpos[world.tcp_site]
+        self._tcp_xmat = world.data.site_xmat[world.tcp_site]
         self._arm_ctrl = world.data.ctrl[:7]
         self._finger_ctrl = world.data.ctrl[7:9]
         self._qlow = model.jnt_range[:7, 0]
@@ -118,7 +120,7 @@ class CartesianController:
         data = world.data
         vx, vy, vz, yaw_rate, grip = action
         x, y, z = self.target_pos.tolist()
-        tcp_x, tcp_y, tcp_z = data.site_xpos[world.tcp_site].tolist()
+        tcp_x, tcp_y, tcp_z = self._tcp_xpos.tolist()
         (low_x, low_y, low_z), (high_x, high_y, high_z) = _WORKSPACE_LOW, _WORKSPACE_HIGH
         x = _track(x, vx, tcp_x, low_x, high_x)
         y = _track(y, vy, tcp_y, low_y, high_y)
@@ -126,7 +128,7 @@ class CartesianController:
         self.target_pos = np.array((x, y, z))
         yaw = self.target_yaw + yaw_rate * (MAX_YAW_RATE * CONTROL_DT)
         self.target_yaw = min(max(yaw, -YAW_LIMIT), YAW_LIMIT)
-        rotation = _rotation_error(data.site_xmat[world.tcp_site].tolist(), self.target_yaw)
+        rotation = _rotation_error(self._tcp_xmat.tolist(), self.target_yaw)
         error = self._error
         error[:] = (x - tcp_x, y - tcp_y, z - tcp_z, *rotation)
 

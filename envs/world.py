@@ -250,7 +250,7 @@ class World:
             right_pad=model.geom("right_pad").id,
             table=model.geom("table").id,
             robot_geoms=robot_geoms,
-            _assembly=StateAssembly.build(model, data, n, contact_slots),
+            _assembly=StateAssembly.build(model, data, colours, contact_slots),
         )
 
     def tcp_pos(self) -> np.ndarray:
@@ -282,16 +282,15 @@ class World:
         data = self.data
         assembly = self._assembly
         state = assembly.state
-        xx, _, _, yx, *_ = data.site_xmat[self.tcp_site].tolist()
+        xx, _, _, yx, *_ = assembly.tcp_xmat.tolist()
         norm = math.hypot(xx, yx) or 1.0
-        np.concatenate(
-            (data.qpos, data.qvel, data.site_xpos[self.tcp_site]), out=assembly.source_values
-        )
+        left, right = assembly.fingers.tolist()
+        np.concatenate(assembly.live, out=assembly.source_values)
         np.take(assembly.sources, assembly.gather, out=state, mode="clip")
         if data.ncon:
             pairs = data.contact.geom @ assembly.pair_key
             state[assembly.contact_slots.take(pairs, axis=0)] = 1.0
-        state[17:20] = (yx / norm, xx / norm, self.gripper_opening())
+        state[17:20] = (yx / norm, xx / norm, left + right)
         return state[:-1].copy()
 
     def live_scene(self) -> SceneState:
@@ -302,11 +301,9 @@ class World:
         """
         assembly = self._assembly
         np.greater(assembly.flags, 0.5, out=assembly.contacts)
-        return SceneState(
-            colours=self.colours,
-            gripper_opening=float(assembly.state[19]),
-            **assembly.scene_views,
-        )
+        scene = assembly.scene
+        object.__setattr__(scene, "gripper_opening", float(assembly.state[19]))  # frozen
+        return scene
 
 
 @dataclass(frozen=True)
@@ -332,16 +329,29 @@ class StateAssembly:
     """(n, 4 + n) view of the contact flags in `state`."""
     contacts: np.ndarray
     """(n, 4 + n) bool: the flags as the live scene's contact arrays view them."""
-    scene_views: dict[str, np.ndarray]
-    """SceneState's array fields as views of `state` and `contacts`."""
+    scene: SceneState
+    """The live scene: its arrays are views of `state` and `contacts`, its gripper opening is set
+    by `World.live_scene`."""
+    live: tuple[np.ndarray, np.ndarray, np.ndarray]
+    """Live views of qpos, qvel and the TCP position: what `source_values` copies."""
+    tcp_xmat: np.ndarray
+    """Live view of the TCP's orientation matrix (9 entries)."""
+    fingers: np.ndarray
+    """Live view of the two finger joints' positions."""
     warnings: np.ndarray
     """Live view of the simulator's warning counters."""
 
     @classmethod
     def build(
-        cls, model: mujoco.MjModel, data: mujoco.MjData, n: int, contact_slots: np.ndarray
+        cls,
+        model: mujoco.MjModel,
+        data: mujoco.MjData,
+        colours: tuple[str, ...],
+        contact_slots: np.ndarray,
     ) -> StateAssembly:
-        """Tables for a scene of n blocks laid out as World.build checks."""
+        """Tables for a scene of these blocks laid out as World.build checks."""
+        n = len(colours)
+        tcp = model.site("tcp").id
         nq, nv = model.nq, model.nv
         zero = nq + nv + 3
         row = 17 + n
@@ -366,18 +376,23 @@ class StateAssembly:
             state=state,
             flags=blocks[:, 13:],
             contacts=contacts,
-            scene_views={
-                "block_pos": blocks[:, 0:3],
-                "block_quat": blocks[:, 3:7],
-                "block_linvel": blocks[:, 7:10],
-                "block_angvel": blocks[:, 10:13],
-                "tcp_pos": state[14:17],
-                "touches_table": contacts[:, _TABLE],
-                "touches_left_finger": contacts[:, _LEFT],
-                "touches_right_finger": contacts[:, _RIGHT],
-                "touches_robot": contacts[:, _ROBOT],
-                "block_contacts": contacts[:, 4:],
-            },
+            scene=SceneState(
+                colours=colours,
+                block_pos=blocks[:, 0:3],
+                block_quat=blocks[:, 3:7],
+                block_linvel=blocks[:, 7:10],
+                block_angvel=blocks[:, 10:13],
+                tcp_pos=state[14:17],
+                gripper_opening=0.0,
+                touches_table=contacts[:, _TABLE],
+                touches_left_finger=contacts[:, _LEFT],
+                touches_right_finger=contacts[:, _RIGHT],
+                touches_robot=contacts[:, _ROBOT],
+                block_contacts=contacts[:, 4:],
+            ),
+            live=(data.qpos, data.qvel, data.site_xpos[tcp]),
+            tcp_xmat=data.site_xmat[tcp],
+            fingers=data.qpos[7:9],
             warnings=data.warning.number,
         )
 

@@ -20,8 +20,9 @@ import torch
 from torch import nn
 
 import gameon
-from gameon.envs.language import COLOURS, MAX_TOWER, SKILLS
+from gameon.envs.language import COLOURS, MAX_TOWER
 from gameon.envs.world import PROPRIO_SIZE, state_size
+from gameon.envs.wrappers import target_relative
 from gameon.evaluation import Policy
 
 CHECKPOINT_FORMAT = "gameon-policy-v3"
@@ -29,7 +30,6 @@ CHECKPOINT_FORMAT = "gameon-policy-v3"
 `actor_kind` ("mlp" or "chunked") and, for chunked actors, chunk_length, binary_gripper and
 ensemble_decay. Both load; v2 checkpoints hold `Actor`s."""
 READABLE_FORMATS = ("gameon-policy-v2", CHECKPOINT_FORMAT)
-_SLOTS = slice(len(SKILLS), len(SKILLS) + MAX_TOWER * len(COLOURS))
 
 
 def flat_observation(observation: dict[str, np.ndarray]) -> np.ndarray:
@@ -50,17 +50,11 @@ def flat_observation(observation: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def instruction_features(state: np.ndarray, goal: np.ndarray) -> np.ndarray:
-    """(..., MAX_TOWER * 3): each named block's position relative to the TCP, slot by slot.
-
-    Assumes the scene's blocks are the first n colours of `language.COLOURS` (the default).
-    """
-    n = blocks_in_state(state.shape[-1])
-    batch = state.shape[:-1]
-    blocks = state[..., PROPRIO_SIZE:].reshape(*batch, n, 17 + n)[..., :3]
-    slots = goal[..., _SLOTS].reshape(*batch, MAX_TOWER, len(COLOURS))[..., :n]
-    tcp = state[..., 14:17]
-    relative = slots @ blocks - slots.sum(-1, keepdims=True) * tcp[..., None, :]
-    return relative.reshape(*batch, MAX_TOWER * 3)
+    """(..., MAX_TOWER * 3): each named block's position relative to the TCP, slot by slot: the
+    env's `target_relative` observation (gameon.envs.TargetRelative), computed here from `state`
+    and `goal` for a scene whose blocks are the first n colours of `language.COLOURS` (the
+    default)."""
+    return target_relative(state, goal, COLOURS[: blocks_in_state(state.shape[-1])])
 
 
 def blocks_in_state(size: int) -> int:

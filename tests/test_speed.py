@@ -1,4 +1,6 @@
-"""Speed benchmarks (deselected by default): wrapper overhead, steps/s with state, pixels, async.
+"""Speed benchmarks (deselected by default): env.step over its physics, steps/s with state and
+pixels, vector envs against one env (the shared one's own benchmark is tests/test_vector_env.py),
+PPO steps/s.
 
 Run: MUJOCO_GL=egl python -m pytest -m benchmark -s tests/test_speed.py
 or:  MUJOCO_GL=egl python tests/test_speed.py   (prints the figures as Markdown tables;
@@ -8,17 +10,20 @@ Figures depend on the machine and on what else runs on it; each is a median over
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import gymnasium as gym
 import mujoco
 import numpy as np
 import pytest
+from test_vector_env import VARIANTS, loadavg, measure
 
 import gameon.envs  # noqa: F401  (registers the GameOn/ ids)
 from gameon.envs.world import N_SUBSTEPS
@@ -41,7 +46,12 @@ OVERHEAD_CASES = (
 )
 MIN_STATE_RATE = 1300.0
 MIN_PIXEL_RATE = 1000.0
-MIN_ASYNC_SPEEDUP = 1.5
+MIN_PPO_RATE = 1600.0
+"""PPO on GameOn/Reach-v0 with 2 envs (the shared vector env), median training steps/s."""
+PPO_STEPS = 8192
+PPO_REPS = 5
+CONTROL_HZ = 20
+"""Env steps per simulated second: steps/s over this is the speed relative to real time."""
 
 pytestmark = pytest.mark.benchmark
 
@@ -134,11 +144,6 @@ def step_overhead(
     )
 
 
-def load_average() -> str:
-    """The 1, 5 and 15 minute load averages, to quote next to a timing."""
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
 def single_rate(rounds: int = 3, steps: int = STEPS, **kwargs: object) -> float:
     """Median steps/s of one env under random actions, resets included."""
     env = gym.make(ENV_ID, **kwargs)
@@ -156,21 +161,32 @@ def single_rate(rounds: int = 3, steps: int = STEPS, **kwargs: object) -> float:
     return statistics.median(rates)
 
 
-def async_rate(num_envs: int = 2, rounds: int = 3, steps: int = STEPS // 2) -> float:
-    """Median env-steps/s (summed over envs) of gym.make_vec(..., vectorization_mode="async")."""
-    envs = gym.make_vec(ENV_ID, num_envs=num_envs, vectorization_mode="async")
-    envs.reset(seed=0)
-    actions = _actions(steps, num_envs)
-    for action in actions[:50]:  # warm up the workers
-        envs.step(action)
-    rates = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for action in actions:
-            envs.step(action)
-        rates.append(steps * num_envs / (time.perf_counter() - t0))
-    envs.close()
-    return statistics.median(rates)
+def ppo_rate(vectorization: str, steps: int = PPO_STEPS, seed: int = 1) -> float:
+    """Training steps/s of PPO on GameOn/Reach-v0 with 2 envs (no evaluation but the final)."""
+    from gameon.baselines import ppo
+
+    with tempfile.TemporaryDirectory() as run_dir:
+        args = ppo.Args(
+            env_id="GameOn/Reach-v0",
+            total_timesteps=steps,
+            vectorization=vectorization,
+            eval_every=0,
+            eval_episodes_per_skill=1,
+            print_every=10**9,
+            seed=seed,
+            run_dir=run_dir,
+        )
+        with contextlib.redirect_stdout(io.StringIO()):
+            return ppo.train(args)["sps"]
+
+
+def ppo_rates(reps: int = PPO_REPS) -> dict[str, list[float]]:
+    """PPO steps/s with the shared and the sync vector env, in alternating runs."""
+    rates: dict[str, list[float]] = {"shared": [], "sync": []}
+    for rep in range(reps):
+        for vectorization, values in rates.items():
+            values.append(ppo_rate(vectorization, seed=rep + 1))
+    return rates
 
 
 def test_env_step_overhead_over_raw_physics() -> None:
@@ -179,7 +195,7 @@ def test_env_step_overhead_over_raw_physics() -> None:
         f"\nenv.step {figures.env_us:.0f} us, raw physics {figures.raw_us:.0f} us "
         f"({N_SUBSTEPS} substeps, ctrl held), ratio {figures.ratio:.3f} "
         f"(target <= {MAX_OVERHEAD}); replaying the env's ctrl {figures.replay_us:.0f} us, "
-        f"ratio {figures.replay_ratio:.3f}; load {load_average()}"
+        f"ratio {figures.replay_ratio:.3f}; load {loadavg()}"
     )
     assert figures.ratio <= MAX_OVERHEAD
 
@@ -187,7 +203,7 @@ def test_env_step_overhead_over_raw_physics() -> None:
 @pytest.mark.parametrize(("env_id", "reward_mode"), OVERHEAD_CASES)
 def test_env_step_within_goal_of_its_physics(env_id: str, reward_mode: str) -> None:
     figures = step_overhead(env_id, reward_mode)
-    print(f"\n{_overhead_row(figures)} load {load_average()}")
+    print(f"\n{_overhead_row(figures)} load {loadavg()}")
     assert figures.replay_ratio <= GOAL_OVERHEAD
 
 
@@ -203,14 +219,14 @@ def test_single_env_pixels_steps_per_second() -> None:
     assert rate >= MIN_PIXEL_RATE
 
 
-def test_async_two_envs_speedup() -> None:
-    single = single_rate()
-    vec = async_rate()
+def test_ppo_reach_two_envs_steps_per_second() -> None:
+    rates = ppo_rates()
+    shared, sync = (statistics.median(values) for values in rates.values())
     print(
-        f"\nasync x2: {vec:.0f} env-steps/s, single {single:.0f} steps/s, "
-        f"speed-up {vec / single:.2f} (target >= {MIN_ASYNC_SPEEDUP})"
+        f"\nPPO Reach-v0, 2 envs, {PPO_STEPS} steps, median of {PPO_REPS}: shared {shared:.0f} "
+        f"steps/s, sync {sync:.0f} ({shared / sync:.2f} x); load {loadavg()}"
     )
-    assert vec >= MIN_ASYNC_SPEEDUP * single
+    assert shared >= MIN_PPO_RATE
 
 
 def _overhead_row(figures: Overhead) -> str:
@@ -223,7 +239,7 @@ def _overhead_row(figures: Overhead) -> str:
 
 def print_overhead_table(rounds: int = ROUNDS) -> list[Overhead]:
     """Print the per-step overhead of every OVERHEAD_CASES entry as a Markdown table."""
-    print(f"load average before: {load_average()}")
+    print(f"load average before: {loadavg()}")
     print(
         "| env, reward | env.step us | raw us (ctrl held) | replay us (env's ctrl) "
         f"| env / raw | env / replay (goal <= {GOAL_OVERHEAD:.2f}) |"
@@ -233,7 +249,7 @@ def print_overhead_table(rounds: int = ROUNDS) -> list[Overhead]:
     for env_id, reward_mode in OVERHEAD_CASES:
         measured.append(step_overhead(env_id, reward_mode, rounds))
         print(_overhead_row(measured[-1]), flush=True)
-    print(f"load average after: {load_average()}; medians over {rounds} rounds of {STEPS} steps")
+    print(f"load average after: {loadavg()}; medians over {rounds} rounds of {STEPS} steps")
     return measured
 
 
@@ -243,21 +259,27 @@ if __name__ == "__main__":
         sys.exit()
     state = single_rate()
     pixels = single_rate(steps=STEPS // 2, obs_mode="pixels", pixel_size=84)
-    vec = async_rate()
+    vectors = measure(VARIANTS)
+    ppo = {name: statistics.median(values) for name, values in ppo_rates().items()}
+    one = vectors["one env"].rate
     print("| measure | figure | target |")
     print("| --- | --- | --- |")
     print(
-        f"| env.step / raw physics ({N_SUBSTEPS} x mj_step, ctrl held) | {overhead.ratio:.2f} "
-        f"({overhead.env_us:.0f} us / {overhead.raw_us:.0f} us) | <= {MAX_OVERHEAD} |"
+        f"| env.step / raw physics replaying the env's ctrl ({ENV_ID}, sparse) "
+        f"| {overhead.replay_ratio:.2f} ({overhead.env_us:.0f} us / {overhead.replay_us:.0f} us) "
+        f"| <= {GOAL_OVERHEAD:.2f} |"
     )
     print(
-        f"| env.step / raw physics replaying the env's ctrl | {overhead.replay_ratio:.2f} "
-        f"({overhead.env_us:.0f} us / {overhead.replay_us:.0f} us) | <= {GOAL_OVERHEAD:.2f} |"
+        f"| one env, state obs | {state:.0f} steps/s ({state / CONTROL_HZ:.0f} x real time) "
+        f"| >= {MIN_STATE_RATE:.0f} |"
     )
-    print(f"| one env, state obs | {state:.0f} steps/s | >= {MIN_STATE_RATE:.0f} |")
     print(f"| one env, 84x84 pixels | {pixels:.0f} steps/s | >= {MIN_PIXEL_RATE:.0f} |")
+    for name, figures in vectors.items():
+        if name != "one env":
+            ratio = figures.rate / one
+            print(f"| {name} | {figures.rate:.0f} env-steps/s ({ratio:.2f} x one env) | |")
     print(
-        f"| 2 envs, async | {vec:.0f} env-steps/s ({vec / state:.2f} x one env) "
-        f"| >= {MIN_ASYNC_SPEEDUP} x one env |"
+        f"| PPO Reach-v0, 2 envs, median of {PPO_REPS} | shared {ppo['shared']:.0f} steps/s, "
+        f"sync {ppo['sync']:.0f} ({ppo['shared'] / ppo['sync']:.2f} x) | >= {MIN_PPO_RATE:.0f} |"
     )
-    print(f"load average at the end: {load_average()}")
+    print(f"load average at the end: {loadavg()}")
