@@ -64,8 +64,9 @@ EPISODE_SECONDS = 0.2
 """One collected or evaluated episode of up to 400 control steps."""
 STEP_SECONDS = {"ppo": 1 / 650, "sac": 1 / 70}
 """One online env step with its share of the learner's updates (results/baselines)."""
-UPDATE_SECONDS = {"bc": 1 / 245, "iql": 1 / 52}
-"""One gradient update of a collect run's offline learner (results/baselines)."""
+UPDATE_SECONDS = {"bc": 1 / 200, "iql": 1 / 52}
+"""One gradient update of a collect run's offline learner, two runs side by side (bc: 190-210
+updates/s in results/paper_v2_rerun; iql: results/baselines)."""
 MATRIX_SECONDS = 10.0
 """Once per matrix: checking the spec and writing the report."""
 MEASURED_ON, MEASURED_WORKERS = "an idle 2-core machine", 2

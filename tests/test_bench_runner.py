@@ -299,8 +299,66 @@ def test_ray_runner_on_a_local_cluster_in_a_private_network_namespace(tmp_path):
         load_record(path)
 
 
+PIPELINE = """
+name = "pipeline"
+description = "the smoke preset's pipeline, fewer runs"
+seeds = [0]
+eval_episodes_per_skill = 1
+curricula = [{ name = "vlm", backend = "auto" }]
+
+[online]
+learners = ["ppo"]
+env_ids = ["GameOn/Reach-v0"]
+budget = { total_timesteps = 256, eval_every = 128, num_envs = 2 }
+ppo = { num_steps = 64, num_minibatches = 4, update_epochs = 1 }
+
+[collect]
+learners = ["bc"]
+env_ids = ["GameOn/Stack-v0"]
+curricula = [{ name = "vlm", backend = "auto" }, "positive_control", "negative_control"]
+budget = { iterations = 1, episodes_per_iteration = 2, seed_episodes = 4, num_updates = 50 }
+settings = { collector = "demo", target_eval_episodes = 1 }
+"""
+
+
+def test_gameon_bench_run_end_to_end_with_the_smoke_presets_parts(tmp_path, monkeypatch):
+    """The default twin of the smoke preset's test (which runs under -m slow): `gameon bench
+    run` through both protocols, the vlm stand-in and both controls, records and report."""
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    results = tmp_path / "pipeline"
+    spec = tmp_path / "pipeline.toml"
+    spec.write_text(PIPELINE)
+    process = subprocess.run(
+        [sys.executable, "-m", "gameon.cli", "bench", "run", str(spec), "--results", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
+    assert "rules" in process.stdout and "vlm[rules]" in process.stdout
+    found = {run_id: load_record(path) for run_id, path in records(results).items()}
+    labels = {(r.protocol, r.learner, r.curriculum_label) for r in found.values()}
+    assert labels == {
+        ("online", "ppo", "vlm[rules]"),
+        ("collect", "bc", "vlm[rules]"),
+        ("collect", "bc", "positive_control"),
+        ("collect", "bc", "negative_control"),
+    }
+    assert all(r.vlm.calls > 0 for r in found.values() if r.curriculum == "vlm")
+    collected = [r for r in found.values() if r.protocol == "collect"]
+    assert all(r.protocol_version == 2 and len(r.target_evaluations) == 2 for r in collected)
+    report = (results / "report.md").read_text()
+    assert report.startswith("# Benchmark report (pipeline: ")
+    assert "> **Pipeline check: these numbers rank nothing.**" in report
+    assert "## Controls" in report
+    assert str(results / "report.md") in " ".join(process.stdout.split())
+
+
+@pytest.mark.slow
 def test_the_smoke_preset_runs_end_to_end_through_gameon(tmp_path, monkeypatch):
-    """The README's main command: every curriculum under both protocols, records, report."""
+    """The README's main command: every curriculum under both protocols, records, report (about
+    2 minutes; its default twin is the test above)."""
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     results = tmp_path / "smoke"
