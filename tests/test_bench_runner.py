@@ -119,7 +119,7 @@ def test_the_first_line_says_runs_workers_and_the_time_idle_and_under_load(
         "longer when it is busy"
     )
     busy = plan_line(spec, tmp_path, RunnerOptions(workers=2), load=2.0)
-    assert busy.endswith("2-core machine; here, now (load 2.0 on 2 CPUs): about 4 min")
+    assert busy.endswith("2-core machine; here, now (load 2.0 on 2 CPUs): about 5 min")
     one = plan_line(spec, tmp_path, RunnerOptions(workers=1), load=0.0)
     assert one.endswith(
         "about 2 min on an idle 2-core machine; here, now (load 0.0 on 2 CPUs): about 4 min"
