@@ -536,7 +536,10 @@ def run_config(run: RunSpec, run_dir: Path | None = None) -> Any:
             f"{run.run_id}: {', '.join(unknown)} is not a setting of {run.learner} "
             f"({cls.__module__}.{cls.__name__}); accepted: {', '.join(sorted(names))}"
         )
-    values = {**run.settings, **values}
+    # A run has one CPU (the runners start one per CPU): an online learner steps its envs in its
+    # own process unless the settings say otherwise (the shared vector env would add a process).
+    one_cpu = {"vectorization": "sync"} if run.protocol == "online" else {}
+    values = {**one_cpu, **run.settings, **values}
     if isinstance(values.get("hidden"), list):
         values["hidden"] = tuple(values["hidden"])
     return cls(**values)

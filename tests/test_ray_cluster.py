@@ -42,6 +42,9 @@ PORT = 6379
 ADDRESS = f"127.0.0.1:{PORT}"
 NODE_START_SECONDS = 90
 RUN_IDS = [f"online__Reach__fixed__ppo__s{seed}" for seed in range(4)]
+HEAD_TEST_STEPS = 16384
+"""PPO steps of a run in the head-loss test: about 15 s, longer than the runner's patience
+with a silent head (HEAD_LOST_SECONDS), so runs are still in flight when it gives up."""
 SPEC = """
 name = "{name}"
 seeds = {seeds}
@@ -51,7 +54,7 @@ curricula = ["fixed"]
 [online]
 learners = ["ppo"]
 env_ids = ["GameOn/Reach-v0"]
-budget = {{ total_timesteps = 512, eval_every = 256, num_envs = 2 }}
+budget = {{ total_timesteps = STEPS, eval_every = 256, num_envs = 2 }}
 ppo = {{ num_steps = 64, num_minibatches = 4, update_epochs = 1 }}
 """
 
@@ -79,9 +82,7 @@ uses a token depends on what ~/.ray holds, and a worker node may fail to join th
 def ray_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": AUTH_TOKEN}
-    # a busy 2-core machine can delay a live node's health checks; a dead one fails them at once
-    health = {"RAY_health_check_failure_threshold": "10"}
-    return {**env, "RAY_USAGE_STATS_ENABLED": "0", **auth, **health}
+    return {**env, "RAY_USAGE_STATS_ENABLED": "0", **auth}
 
 
 def start_node(cluster: Cluster, name: str, *options: str) -> None:
@@ -254,7 +255,7 @@ def test_losing_a_worker_node_mid_matrix_retries_its_run_on_the_other(cluster, t
     start_worker(cluster, "worker-1", cpus=1)
     start_worker(cluster, "worker-2", cpus=1)
     results = tmp_path / "results"
-    spec = spec_file(tmp_path, SPEC, seeds=range(4))
+    spec = spec_file(tmp_path, SPEC.replace("STEPS", "512"), seeds=range(4))
     log = tmp_path / "matrix.log"
     matrix = start_matrix(cluster, command(spec, results, "--runner", "ray"), log)
     wait_for(lambda: len(started_runs(results)) == 2, 120, matrix, log)  # one on each node
@@ -271,7 +272,10 @@ def test_losing_a_worker_node_mid_matrix_retries_its_run_on_the_other(cluster, t
     assert (done, before, failed) == (4, 0, 0)
     retried_runs = [r for r in RUN_IDS if "(attempt 2)" in (results / r / "run.log").read_text()]
     assert retried == len(retried_runs) >= 1
-    assert out.count("retrying ") == retried and "NodeDiedError" in out
+    assert out.count("retrying ") == retried
+    # how Ray reports the run lost with its node depends on which of its processes notices first
+    lost = ("NodeDiedError", "WorkerCrashedError", "LocalRayletDiedError", "RaySystemError")
+    assert any(name in out for name in lost), out[-3000:]
     valid = assert_one_valid_record_per_run(results)
     assert run_processes(results) == []
     print(f"\nruns total {done}, retried {retried}, records valid {valid}, duplicates 0")
@@ -283,7 +287,9 @@ def test_losing_the_head_ends_the_matrix_with_a_clear_message_and_a_rerun_resume
     start_head(cluster, cpus=0)
     start_worker(cluster, "worker", cpus=2)
     results = tmp_path / "results"
-    args = command(spec_file(tmp_path, SPEC, seeds=range(4)), results, "--runner", "ray")
+    # runs long enough to be in flight for HEAD_LOST_SECONDS after the head is lost
+    spec = spec_file(tmp_path, SPEC.replace("STEPS", str(HEAD_TEST_STEPS)), seeds=range(4))
+    args = command(spec, results, "--runner", "ray")
     log = tmp_path / "first.log"
     matrix = start_matrix(cluster, args, log)
     wait_for(lambda: len(records(results)) >= 1 and started_runs(results), 180, matrix, log)
