@@ -376,20 +376,7 @@ class StateAssembly:
             state=state,
             flags=blocks[:, 13:],
             contacts=contacts,
-            scene=SceneState(
-                colours=colours,
-                block_pos=blocks[:, 0:3],
-                block_quat=blocks[:, 3:7],
-                block_linvel=blocks[:, 7:10],
-                block_angvel=blocks[:, 10:13],
-                tcp_pos=state[14:17],
-                gripper_opening=0.0,
-                touches_table=contacts[:, _TABLE],
-                touches_left_finger=contacts[:, _LEFT],
-                touches_right_finger=contacts[:, _RIGHT],
-                touches_robot=contacts[:, _ROBOT],
-                block_contacts=contacts[:, 4:],
-            ),
+            scene=scene_from_state(state[:-1], colours, contacts),
             live=(data.qpos, data.qvel, data.site_xpos[tcp]),
             tcp_xmat=data.site_xmat[tcp],
             fingers=data.qpos[7:9],
@@ -439,8 +426,14 @@ def state_size(n_blocks: int) -> int:
     return PROPRIO_SIZE + n_blocks * (7 + 6 + 4 + n_blocks)
 
 
-def scene_from_state(state: np.ndarray, colours: tuple[str, ...]) -> SceneState:
-    """Rebuild the oracle's SceneState from a `state` observation (live or recorded)."""
+def scene_from_state(
+    state: np.ndarray, colours: tuple[str, ...], contacts: np.ndarray | None = None
+) -> SceneState:
+    """Rebuild the oracle's SceneState from a `state` observation (live or recorded).
+
+    The scene's arrays are views of `state` and of `contacts`, an (n, 4 + n) bool array that
+    receives the contact flags (a new one if None).
+    """
     n = len(colours)
     if state.shape != (state_size(n),):
         raise ValueError(
@@ -448,7 +441,7 @@ def scene_from_state(state: np.ndarray, colours: tuple[str, ...]) -> SceneState:
             f"(expected ({state_size(n)},))"
         )
     blocks = state[PROPRIO_SIZE:].reshape(n, 17 + n)
-    contacts = blocks[:, 13:] > 0.5
+    contacts = np.greater(blocks[:, 13:], 0.5, out=contacts)
     return SceneState(
         colours=colours,
         block_pos=blocks[:, 0:3],
