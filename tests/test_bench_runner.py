@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gameon.benchmark import runner
 from gameon.benchmark.commands import main
 from gameon.benchmark.matrix import expand, load_spec
 from gameon.benchmark.runner import (
@@ -264,6 +265,104 @@ def test_failed_run_is_retried_then_recorded_as_an_error(tmp_path, monkeypatch, 
     assert load_record(failed).run_id == failed.name
     assert not (failed / "error.txt").exists()
     assert "(attempt 2)" in (failed / "run.log").read_text()
+
+
+class LosesOneRunsNode(runner.LocalLauncher):
+    """The local launcher, except that the first attempt of the `__s1` run is lost the way a
+    dead Ray node reports it: its process gone, a Ray error as the reason."""
+
+    def __init__(self, workers: int | None, lock_fd: int | None = None) -> None:
+        super().__init__(workers, lock_fd)
+        self.lost: list[str] = []
+
+    def poll(self, handle: subprocess.Popen) -> tuple[int, str] | None:
+        run_dir = Path(handle.args[-1])
+        losing = run_dir.name.endswith("__s1") and not self.lost and handle.poll() is None
+        if losing and "(attempt 1)" in (run_dir / "run.log").read_text():
+            handle.kill()
+            handle.wait()
+            self.lost.append(run_dir.name)
+            return -1, "lost with the Ray node it ran on (NodeDiedError)\nnode 1 died"
+        return super().poll(handle)
+
+
+def test_a_run_lost_with_its_node_is_retried_and_counted(tmp_path, monkeypatch, capsys):
+    """The scheduler's side of a lost Ray node, without a cluster (tests/test_ray_cluster.py
+    kills a real node, under the slow marker)."""
+    launchers: list[LosesOneRunsNode] = []
+
+    def launcher(options, lock_fd=None):
+        launchers.append(LosesOneRunsNode(options.workers, lock_fd))
+        return launchers[-1]
+
+    monkeypatch.setattr(runner, "make_launcher", launcher)
+    results = tmp_path / "results"
+    assert main(command(spec_file(tmp_path, seeds=range(3)), results, "--workers", "2")) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert launchers[0].lost == ["online__Reach__fixed__ppo__s1"]
+    assert "retrying online__Reach__fixed__ppo__s1: lost with the Ray node" in out
+    assert "3 runs done now, 0 finished before, 0 failed, 1 retried" in out
+    found = records(results)
+    assert sorted(found) == [f"online__Reach__fixed__ppo__s{seed}" for seed in range(3)]
+    for run_id, path in found.items():
+        assert load_record(path).run_id == run_id
+        log = (path.parent / "run.log").read_text()
+        assert log.count("final success") == 1
+        assert ("(attempt 2)" in log) == (run_id == "online__Reach__fixed__ppo__s1")
+
+
+class LosesTheHead(runner.LocalLauncher):
+    """The local launcher, except that its cluster's head stops answering once a run has
+    finished while another is still in flight."""
+
+    def __init__(self, workers: int | None, results: Path, lock_fd: int | None = None) -> None:
+        super().__init__(workers, lock_fd)
+        self.results = results
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, run_dir: Path, attempt: int) -> subprocess.Popen:
+        self.started.append(super().start(run_dir, attempt))
+        return self.started[-1]
+
+    def check(self) -> None:
+        in_flight = [handle for handle in self.started if handle.poll() is None]
+        if records(self.results) and in_flight:
+            raise runner.ClusterLost("127.0.0.1:6379", runner.HEAD_LOST_SECONDS)
+
+
+def test_a_lost_head_ends_the_matrix_with_a_clear_message_and_a_rerun_resumes(
+    tmp_path, monkeypatch, capsys
+):
+    """The scheduler's side of a lost Ray head, without a cluster (tests/test_ray_cluster.py
+    kills a real head, under the slow marker)."""
+    results = tmp_path / "results"
+    spec = spec_file(tmp_path, seeds=range(3))
+    launchers: list[LosesTheHead] = []
+
+    def launcher(options, lock_fd=None):
+        launchers.append(LosesTheHead(options.workers, results, lock_fd))
+        return launchers[-1]
+
+    monkeypatch.setattr(runner, "make_launcher", launcher)
+    assert main(command(spec, results, "--workers", "2")) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("gameon bench run: lost the Ray cluster at 127.0.0.1:6379")
+    assert last.endswith("run the same command again to resume")
+    assert all(handle.poll() is not None for handle in launchers[0].started)
+    first = {run_id: path.read_bytes() for run_id, path in records(results).items()}
+    assert 1 <= len(first) < 3
+
+    monkeypatch.undo()
+    assert main(command(spec, results, "--workers", "2")) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{len(first)} runs already finished in {results}: skipped" in out
+    assert f"{3 - len(first)} runs done now, {len(first)} finished before, 0 failed" in out
+    found = records(results)
+    assert len(found) == 3
+    assert {run_id: found[run_id].read_bytes() for run_id in first} == first
+    for run_id, path in found.items():
+        assert load_record(path).run_id == run_id
+        assert "final success" in (path.parent / "run.log").read_text()
 
 
 def namespace_problem() -> str | None:

@@ -35,7 +35,10 @@ def cluster_problem() -> str | None:
     return namespace_problem()
 
 
-pytestmark = pytest.mark.skipif(cluster_problem() is not None, reason=str(cluster_problem()))
+pytestmark = [
+    pytest.mark.slow,  # 35 s and 75 s; tests/test_bench_runner.py has their scheduler side fast
+    pytest.mark.skipif(cluster_problem() is not None, reason=str(cluster_problem())),
+]
 
 RAY = Path(sys.executable).with_name("ray")
 PORT = 6379
