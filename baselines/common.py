@@ -1,9 +1,11 @@
-"""What the learners share besides the policy format (`gameon.policy`): seeding, the run folder,
-training episodes per skill, the final evaluation and checkpoint, and the training curriculum
-and env options of the online learners.
+"""What the learners share besides the policy format (`gameon.policy`): the Args fields of the
+online learners (`OnlineArgs`) and of the offline ones (`OfflineArgs`), seeding, the run as it
+starts (run folder, TensorBoard, curriculum and envs or dataset) and ends (evaluation,
+checkpoint, summary), and the training curriculum and env options of the online learners.
 
-One file per algorithm stays readable top to bottom; only the plumbing around run folders,
-evaluation and checkpoints that every learner repeats lives here.
+One file per algorithm stays readable top to bottom with its algorithm in view: its Args add the
+algorithm's fields to the shared ones, and only the plumbing around run folders, evaluation and
+checkpoints that every learner repeats lives here.
 """
 
 from __future__ import annotations
@@ -14,22 +16,158 @@ import json
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from gameon.baselines.datasets import check_compatible, default_datasets_path, load, write_json
 from gameon.envs.language import parse
-from gameon.evaluation import EvalReport, evaluate, evaluation_suite
+from gameon.envs.stacking_env import REWARD_MODES
+from gameon.evaluation import EvalReport, evaluate, evaluation_suite, format_table
+from gameon.experimenter.coded_actions import (
+    DEFAULT_MAX_SKILL_STEPS,
+    coded_wrapper,
+    load_coded_skills,
+)
 from gameon.experimenter.curricula import check_curriculum_settings, curriculum_for_env
-from gameon.experimenter.curriculum import Curriculum, Outcome, save_curriculum
+from gameon.experimenter.curriculum import (
+    Curriculum,
+    Outcome,
+    curriculum_brief,
+    curriculum_label,
+    save_curriculum,
+    vlm_usage,
+)
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
-from gameon.policy import Actor, ChunkedActor, Normalizer, Policy, make_policy, save_checkpoint
+from gameon.policy import (
+    Actor,
+    ChunkedActor,
+    Normalizer,
+    Policy,
+    check_env_id,
+    make_policy,
+    save_checkpoint,
+)
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
+
+VECTORIZATIONS = ("shared", "sync", "async")
+
+
+@dataclass
+class OnlineArgs:
+    """The Args fields PPO and SAC share: the vector env, the curriculum and its VLM, evaluation,
+    logging and coded actions. Each learner's Args adds its env, budget and algorithm."""
+
+    seed: int = 1
+    """seed of the run (torch, numpy, envs, and SAC's replay sampling)"""
+    num_envs: int = 2
+    """parallel envs"""
+    vectorization: Literal["shared", "sync", "async"] = "shared"
+    """vector env: shared (gameon.envs.make_vec: this process and one worker per further CPU
+    each step a slice of the envs, through shared memory; the same results as sync, bit for bit),
+    or gymnasium's sync (one process) or async (one process per env)"""
+    terminate_on_success: bool | None = None
+    """end training episodes at success; None: only with sparse reward (see the module doc)"""
+    max_episode_steps: int | None = None
+    """step limit of training episodes; None: the env's own (evaluation always uses the env's)"""
+    curriculum: str = "fixed"
+    """who picks each training episode's instruction: fixed (uniform over the tasks), hand (the
+    stages of hand_curriculum), lp (learning progress) or vlm (a VLM proposes the tasks every
+    vlm_interval episodes; results labelled vlm[{vlm_backend}])"""
+    curriculum_tasks: Literal["all", "targets"] = "all"
+    """the tasks of fixed and lp, and what hand's stages must stay within: all (every instruction
+    the env accepts: its skills over its block colours) or targets (only the skills the env is
+    evaluated on); every registered env is evaluated on all its skills, so today they agree"""
+    hand_curriculum: str | None = None
+    """TOML file of the hand curriculum's stages; None: the shipped reach -> ... -> tower"""
+    curriculum_seed: int | None = None
+    """seed of the curriculum's proposals; None: the run seed"""
+    vlm_backend: str = "rules"
+    """vlm curriculum: rules (offline stand-in) | gemini | openai | replay"""
+    vlm_model: str | None = None
+    """vlm curriculum: the model (default gemini-2.5-flash for gemini, gpt-4o-mini for openai)"""
+    vlm_base_url: str | None = None
+    """vlm curriculum: server URL, e.g. http://localhost:11434/v1 for Ollama (openai backend)"""
+    vlm_replay: str | None = None
+    """vlm curriculum, replay backend: the transcript.jsonl (or run folder) to replay"""
+    vlm_interval: int = 100
+    """vlm curriculum: training episodes between consultations of the model"""
+    torch_deterministic: bool = True
+    """sets torch.backends.cudnn.deterministic"""
+    torch_threads: int = 1
+    """torch intra-op threads (small MLPs run fastest single-threaded)"""
+    run_dir: str | None = None
+    """where logs, eval.json and checkpoint.pt go; default runs/{algo}__{env}__{seed}__{time}"""
+    eval_episodes_per_skill: int = 10
+    """evaluation suite size per skill (shared protocol of gameon.evaluation)"""
+    eval_every: int = 0
+    """evaluate and checkpoint every this many env steps; 0: only at the end"""
+    capture_video: bool = False
+    """write an MP4 of each evaluation to run_dir/videos/"""
+    track: bool = False
+    """log to Weights & Biases (needs wandb installed)"""
+    wandb_project_name: str = "gameon-rl"
+    """W&B project"""
+    wandb_entity: str | None = None
+    """W&B entity (team); None: your default"""
+    coded_skills: str | None = None
+    """coded actions (RL-GPT): "templates" (coded_api.TEMPLATES) or a skill-library JSON whose
+    coded skills each add an action dim that runs the skill when its score is the largest and > 0
+    (see experimenter.coded_actions); None: off"""
+    coded_max_steps: int = DEFAULT_MAX_SKILL_STEPS
+    """with coded_skills: env steps one coded action may take"""
+
+
+@dataclass
+class OfflineArgs:
+    """The Args fields BC and IQL share: the dataset, the chunked actor, evaluation and logging.
+    Each learner's Args adds its budget and algorithm."""
+
+    dataset_id: str = "gameon/multiskill-expert-v0"
+    """Minari dataset to learn from (written by `gameon.baselines.datasets`)"""
+    datasets_path: str = field(default_factory=default_datasets_path)
+    """root folder of the Minari datasets ($MINARI_DATASETS_PATH if set, else ./datasets)"""
+    env_id: str | None = None
+    """env to evaluate on (default: the dataset's env); its spaces must match the dataset's"""
+    seed: int = 1
+    """seed of the network initialisation and the minibatches"""
+    torch_deterministic: bool = True
+    """set `torch.backends.cudnn.deterministic`"""
+    torch_threads: int = 1
+    """torch intra-op threads for training"""
+    cuda: bool = False
+    """train on the GPU if one is available (evaluation always runs on the CPU)"""
+    batch_size: int = 256
+    """transitions per minibatch"""
+    hidden: tuple[int, ...] = (256, 256)
+    """hidden layer widths of the actor (and of IQL's critics and value network)"""
+    chunk_length: int = 8
+    """actions the actor predicts per observation (the action chunk; 1: one action, plain BC)"""
+    ensemble_decay: float = -0.1
+    """temporal ensembling weight exp(-ensemble_decay * i), i = 0 for the oldest chunk's
+    prediction of the current step (> 0 favours older predictions, as ACT's 0.01; < 0 newer).
+    On Stack-v0 (chunks of 8) -0.2 to -0.05 beat 0 and 0.01 by 5-8 points of success"""
+    binary_gripper: bool = True
+    """predict the gripper as a logit of "closed" (BCE loss; acts -1 or +1), not by regression"""
+    log_every: int = 1_000
+    """write training losses to TensorBoard every this many updates"""
+    eval_every: int = 0
+    """evaluate every this many updates as well as at the end (0: only at the end)"""
+    eval_episodes_per_skill: int = 10
+    """episodes per skill of the evaluation suite"""
+    capture_video: bool = False
+    """after the final evaluation, record one evaluation episode per skill to run_dir/videos"""
+    init_checkpoint: str | None = None
+    """start from this checkpoint's actor and normaliser (continued training, as the collect
+    loop's iterations do); its architecture must match this run's"""
+    run_dir: str | None = None
+    """output folder (default: runs/{algo}__{dataset}__{seed}__{timestamp})"""
 
 
 def seed_everything(seed: int, torch_deterministic: bool = True) -> None:
@@ -244,3 +382,287 @@ def check_curriculum_args(args: Any) -> None:
         )
     if args.vlm_interval < 1:
         raise ValueError(f"vlm_interval must be >= 1 episodes, got {args.vlm_interval}")
+
+
+def check_online_args(args: OnlineArgs) -> None:
+    """Reject what PPO's and SAC's Args share that cannot work: an unknown env id, reward mode
+    or vector env, curriculum settings that do not go together, a step limit below 1."""
+    check_env_id(args.env_id)
+    if args.reward_mode not in REWARD_MODES:
+        raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
+    if args.vectorization not in VECTORIZATIONS:
+        raise ValueError(
+            f"unknown vectorization {args.vectorization!r}; accepted: {', '.join(VECTORIZATIONS)}"
+        )
+    check_curriculum_args(args)
+    if args.max_episode_steps is not None and args.max_episode_steps < 1:
+        raise ValueError(f"max_episode_steps must be >= 1, got {args.max_episode_steps}")
+
+
+@dataclass
+class OnlineRun:
+    """An online learner's run once started: its curriculum, training envs (wrapped in coded
+    actions if asked), folder and TensorBoard writer; it evaluates and checkpoints the policy
+    (`evaluate`) and writes the summary at the end (`finish`)."""
+
+    algo: str
+    args: Any
+    curriculum: Curriculum
+    coded_skills: dict | None
+    env_wrapper: Callable[[gym.Env], gym.Env] | None
+    envs: gym.vector.VectorEnv
+    run_dir: Path
+    writer: SummaryWriter
+    wandb: Any = None
+    evals: list[dict] = field(default_factory=list)
+    eval_seconds: float = 0.0
+
+    def evaluate(
+        self,
+        actor: Actor,
+        normalizer: Normalizer,
+        global_step: int,
+        on_eval: Callable[[Policy, EvalReport, int], None] | None,
+    ) -> EvalReport:
+        """Evaluate and checkpoint the current policy on the shared suite, timed."""
+        start = time.perf_counter()
+        report = evaluate_and_save(
+            self.algo,
+            self.args,
+            actor,
+            normalizer,
+            self.run_dir,
+            global_step,
+            self.writer,
+            on_eval,
+            self.curriculum,
+            env_wrapper=self.env_wrapper,
+        )
+        self.evals.append(report.curve_point(global_step=global_step))
+        self.eval_seconds += time.perf_counter() - start
+        return report
+
+    def finish(
+        self,
+        report: EvalReport,
+        global_step: int,
+        seconds: dict[str, float],
+        tally: SkillTally,
+        agent_steps: int,
+        **algo_fields: Any,
+    ) -> dict:
+        """Write run_dir/summary.json and close the logs; return the summary. `seconds`: the
+        train, env and learn seconds; `algo_fields`: the learner's own entries."""
+        args = self.args
+        summary = {
+            "algo": self.algo,
+            "env_id": args.env_id,
+            "seed": args.seed,
+            "run_dir": str(self.run_dir),
+            "global_step": global_step,
+            "sps": global_step / seconds["train_seconds"],
+            **seconds,
+            "eval_seconds": self.eval_seconds,
+            **algo_fields,
+            "curriculum": args.curriculum,
+            "curriculum_state": curriculum_brief(self.curriculum),
+            "curriculum_label": curriculum_label(self.curriculum),
+            "vlm": vlm_usage(self.curriculum),
+            "train_episodes": sum(tally.episodes.values()),
+            "train_per_skill": tally.to_dict(),
+            "eval": {**report.to_dict(), "global_step": global_step},
+            "evals": self.evals,
+            "checkpoint": str(self.run_dir / "checkpoint.pt"),
+        }
+        if self.coded_skills is not None:
+            summary["coded_actions"] = {
+                "skills": list(self.coded_skills),
+                "max_skill_steps": args.coded_max_steps,
+                "agent_steps": agent_steps,
+            }
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        self.writer.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+        return summary
+
+
+def start_online_run(algo: str, args: Any) -> OnlineRun:
+    """Start an online learner's run from its checked Args: the curriculum (its transcript in the
+    run folder), coded skills, torch threads and seeds, the run folder, W&B if tracked,
+    TensorBoard with the hyperparameters, and the training envs."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    curriculum = make_training_curriculum(args)
+    coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
+    wandb = None
+    if args.track:
+        try:
+            import wandb
+        except ImportError as error:
+            raise ValueError("track=True needs Weights & Biases: pip install wandb") from error
+    torch.set_num_threads(args.torch_threads)
+    seed_everything(args.seed, args.torch_deterministic)
+    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(algo, args.env_id, args.seed)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if curriculum.keeps_transcript:
+        curriculum = make_training_curriculum(args, run_dir)  # now with its transcript
+    if wandb is not None:
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            name=run_dir.name,
+            config=dataclasses.asdict(args),
+            dir=str(run_dir),
+            sync_tensorboard=True,
+        )
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n"
+        + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
+    )
+    env_wrapper = None
+    if coded_skills is not None:
+        env_wrapper = coded_wrapper(coded_skills, args.coded_max_steps)
+    envs = make_training_envs(args, curriculum, env_wrapper)
+    return OnlineRun(
+        algo, args, curriculum, coded_skills, env_wrapper, envs, run_dir, writer, wandb
+    )
+
+
+def check_offline_args(args: OfflineArgs) -> None:
+    """Reject what BC's and IQL's Args share that cannot work: a count below 1."""
+    for name in ("num_updates", "batch_size", "log_every", "eval_episodes_per_skill"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    if args.chunk_length < 1:
+        raise ValueError(f"chunk_length must be >= 1, got {args.chunk_length}")
+
+
+@dataclass
+class OfflineRun:
+    """An offline learner's run once started: its dataset, the env it is evaluated on, the
+    device, folder and TensorBoard writer; it evaluates the actor (`evaluate`) and writes the
+    checkpoint, eval.json and summary at the end (`finish`)."""
+
+    algo: str
+    args: Any
+    data: Any
+    env_id: str
+    device: torch.device
+    run_dir: Path
+    writer: SummaryWriter
+    evaluations: list[dict] = field(default_factory=list)
+    eval_seconds: float = 0.0
+
+    def evaluate(self, actor: ChunkedActor, normalizer: Normalizer, update: int) -> EvalReport:
+        """Evaluate a CPU copy of the actor on the shared suite, timed and logged."""
+        start = time.perf_counter()
+        args = self.args
+        report = evaluate_actor(
+            actor, normalizer, self.env_id, args.eval_episodes_per_skill, args.torch_threads
+        )
+        self.eval_seconds += time.perf_counter() - start
+        self.writer.add_scalar("eval/success_rate", report.success_rate, update)
+        for skill, skill_rate in report.rates().items():
+            self.writer.add_scalar(f"eval/success_rate/{skill}", skill_rate, update)
+        self.evaluations.append(report.curve_point(update=update))
+        return report
+
+    def finish(
+        self,
+        actor: ChunkedActor,
+        normalizer: Normalizer,
+        report: EvalReport,
+        losses: dict[str, float],
+        train_seconds: float,
+        checkpoint_extra: dict[str, Any],
+        **algo_fields: Any,
+    ) -> dict:
+        """Save the actor's checkpoint (with `checkpoint_extra`), eval.json, the videos if asked
+        and summary.json; close the logs; return the summary (`algo_fields`: the learner's own
+        entries)."""
+        args, data = self.args, self.data
+        actor = actor.cpu().eval()
+        checkpoint = save_checkpoint(
+            self.run_dir / "checkpoint.pt",
+            self.algo,
+            self.env_id,
+            actor,
+            normalizer,
+            dataclasses.asdict(args),
+            extra={
+                "dataset_id": args.dataset_id,
+                "num_updates": args.num_updates,
+                **checkpoint_extra,
+            },
+        )
+        evaluation = report.to_dict()
+        write_json(self.run_dir / "eval.json", evaluation)
+        videos = []
+        if args.capture_video:
+            videos = record_videos(make_policy(actor, normalizer), self.env_id, self.run_dir)
+            torch.set_num_threads(args.torch_threads)
+        self.writer.close()
+        summary = {
+            "algo": self.algo,
+            "dataset_id": args.dataset_id,
+            "env_id": self.env_id,
+            "seed": args.seed,
+            "run_dir": str(self.run_dir),
+            "updates": args.num_updates,
+            "transitions": data.size,
+            "episodes": data.num_episodes,
+            **algo_fields,
+            "final_losses": losses,
+            "segments": data.num_segments,
+            "chunk_length": args.chunk_length,
+            "ensemble_decay": args.ensemble_decay,
+            "binary_gripper": args.binary_gripper,
+            "updates_per_s": args.num_updates / train_seconds,
+            "train_seconds": train_seconds,
+            "eval_seconds": self.eval_seconds,
+            "eval": {**evaluation, "update": args.num_updates},
+            "evals": self.evaluations,
+            "checkpoint": str(checkpoint),
+            "videos": videos,
+            "args": dataclasses.asdict(args),
+        }
+        write_json(self.run_dir / "summary.json", summary)
+        print(format_table(evaluation))
+        return summary
+
+
+def start_offline_run(algo: str, args: Any, success_only: bool = False) -> OfflineRun:
+    """Start an offline learner's run from its checked Args: torch threads and seeds, the device,
+    the dataset (only its successful segments with `success_only`) and the env it is evaluated
+    on (their spaces must match), the run folder and TensorBoard with the hyperparameters."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.set_num_threads(args.torch_threads)
+    seed_everything(args.seed, args.torch_deterministic)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+
+    data = load(args.dataset_id, args.datasets_path)
+    env_id = args.env_id or data.env_id
+    check_env_id(env_id)
+    env = gym.make(env_id)
+    check_compatible(data, env)
+    env.close()
+
+    timestamp = time.strftime("%Y%m%d-%H%M%S")
+    run_name = f"{algo}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
+    run_dir = Path(args.run_dir or Path("runs") / run_name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n"
+        + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
+    )
+    if success_only:
+        data = data.subset(data.segment_success)
+        if data.size == 0:
+            raise ValueError(f"dataset {args.dataset_id} has no successful segment to learn from")
+    return OfflineRun(algo, args, data, env_id, device, run_dir, writer)

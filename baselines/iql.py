@@ -28,58 +28,27 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
 import tyro
 from torch import nn
-from torch.utils.tensorboard import SummaryWriter
 
 from gameon.baselines import common
-from gameon.baselines.datasets import (
-    check_compatible,
-    chunk_indices,
-    default_datasets_path,
-    load,
-    observation_normalizer,
-    write_json,
-)
-from gameon.evaluation import format_table
-from gameon.policy import (
-    ChunkedActor,
-    check_env_id,
-    make_policy,
-    save_checkpoint,
-    warm_start,
-)
+from gameon.baselines.datasets import chunk_indices, observation_normalizer
+from gameon.policy import ChunkedActor, warm_start
 
 ALGO = "iql"
 
 
 @dataclass
-class Args:
-    dataset_id: str = "gameon/multiskill-expert-v0"
-    """Minari dataset to learn from (written by `gameon.baselines.datasets`)"""
-    datasets_path: str = field(default_factory=default_datasets_path)
-    """root folder of the Minari datasets ($MINARI_DATASETS_PATH if set, else ./datasets)"""
-    env_id: str | None = None
-    """env to evaluate on (default: the dataset's env); its spaces must match the dataset's"""
-    seed: int = 1
-    """seed of the network initialisation and the minibatches"""
-    torch_deterministic: bool = True
-    """set `torch.backends.cudnn.deterministic`"""
-    torch_threads: int = 1
-    """torch intra-op threads for training"""
-    cuda: bool = False
-    """train on the GPU if one is available (evaluation always runs on the CPU)"""
+class Args(common.OfflineArgs):
+    """IQL's settings: the budget and the algorithm's, after the shared ones."""
+
     num_updates: int = 100_000
     """gradient steps (each updates value, critics and actor once)"""
-    batch_size: int = 256
-    """transitions per minibatch"""
     actor_lr: float = 3e-4
     """Adam learning rate of the actor (cosine-annealed to 0 over `num_updates`)"""
     critic_lr: float = 3e-4
@@ -100,29 +69,6 @@ class Args:
     """rewards are used as reward_scale * r + reward_bias"""
     reward_bias: float = 0.0
     """see reward_scale (e.g. -1 with sparse success rewards gives a cost per step)"""
-    hidden: tuple[int, ...] = (256, 256)
-    """hidden layer widths of the actor, the critics and the value network"""
-    chunk_length: int = 8
-    """actions the actor predicts per observation (the action chunk; 1: one action)"""
-    ensemble_decay: float = -0.1
-    """temporal ensembling weight exp(-ensemble_decay * i), i = 0 for the oldest chunk's
-    prediction of the current step (> 0 favours older predictions, as ACT's 0.01; < 0 newer).
-    On Stack-v0 (chunks of 8) -0.2 to -0.05 beat 0 and 0.01 by 5-8 points of success"""
-    binary_gripper: bool = True
-    """the actor predicts the gripper as a logit of "closed" (BCE loss; acts -1 or +1)"""
-    log_every: int = 1_000
-    """write training losses to TensorBoard every this many updates"""
-    eval_every: int = 0
-    """evaluate every this many updates as well as at the end (0: only at the end)"""
-    eval_episodes_per_skill: int = 10
-    """episodes per skill of the evaluation suite"""
-    capture_video: bool = False
-    """after the final evaluation, record one evaluation episode per skill to run_dir/videos"""
-    init_checkpoint: str | None = None
-    """start from this checkpoint's actor and normaliser (continued training, as the collect
-    loop's iterations do); its architecture must match this run's"""
-    run_dir: str | None = None
-    """output folder (default: runs/{algo}__{dataset}__{seed}__{timestamp})"""
 
 
 def mlp(in_size: int, out_size: int, hidden: tuple[int, ...]) -> nn.Sequential:
@@ -156,38 +102,11 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
 
 def train(args: Args) -> dict:
     """Train IQL on a dataset, evaluate it and write the run's files."""
-    for name in (
-        "num_updates",
-        "batch_size",
-        "log_every",
-        "eval_episodes_per_skill",
-        "chunk_length",
-    ):
-        if getattr(args, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    common.check_offline_args(args)
     if not 0.0 < args.expectile < 1.0:
         raise ValueError(f"expectile must be in (0, 1), got {args.expectile}")
-    torch.set_num_threads(args.torch_threads)
-    common.seed_everything(args.seed, args.torch_deterministic)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-
-    data = load(args.dataset_id, args.datasets_path)
-    env_id = args.env_id or data.env_id
-    check_env_id(env_id)
-    env = gym.make(env_id)
-    check_compatible(data, env)
-    env.close()
-
-    timestamp = time.strftime("%Y%m%d-%H%M%S")
-    run_name = f"{ALGO}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
-    run_dir = Path(args.run_dir or Path("runs") / run_name)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    writer = SummaryWriter(str(run_dir))
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()),
-    )
-
+    run = common.start_offline_run(ALGO, args)
+    data, device, writer = run.data, run.device, run.writer
     actor = ChunkedActor(
         data.obs_size,
         data.action_size,
@@ -219,7 +138,7 @@ def train(args: Args) -> dict:
     rng = np.random.default_rng(args.seed)
     print(f"{ALGO}: {data.size} transitions from {data.num_episodes} episodes of {data.env_id}")
 
-    evaluations, losses, eval_time = [], {}, 0.0
+    losses: dict[str, float] = {}
     start = time.perf_counter()
     for update in range(1, args.num_updates + 1):
         batch = torch.as_tensor(rng.integers(0, data.size, args.batch_size), device=device)
@@ -287,76 +206,19 @@ def train(args: Args) -> dict:
             clipped = (weights >= args.max_weight).float().mean().item()
             writer.add_scalar("values/weight_clipped_fraction", clipped, update)
             writer.add_scalar("charts/actor_lr", actor_schedule.get_last_lr()[0], update)
-            elapsed = time.perf_counter() - start - eval_time
+            elapsed = time.perf_counter() - start - run.eval_seconds
             writer.add_scalar("charts/updates_per_s", update / elapsed, update)
         if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
-            eval_start = time.perf_counter()
-            report = common.evaluate_actor(
-                actor, normalizer, env_id, args.eval_episodes_per_skill, args.torch_threads
-            )
-            evaluation = report.to_dict()
-            eval_time += time.perf_counter() - eval_start
-            writer.add_scalar("eval/success_rate", report.success_rate, update)
-            for skill, skill_rate in report.rates().items():
-                writer.add_scalar(f"eval/success_rate/{skill}", skill_rate, update)
-            evaluations.append(report.curve_point(update=update))
-            rate = report.success_rate
+            report = run.evaluate(actor, normalizer, update)
             print(
                 f"update {update}: value {value_loss.item():.4f}, critic "
                 f"{critic_loss.item():.4f}, actor {actor_loss.item():.4f} (continuous "
                 f"{continuous_loss.item():.4f}, gripper {gripper_loss.item():.4f}), "
-                f"eval success {rate:.2f}"
+                f"eval success {report.success_rate:.2f}"
             )
-    train_time = time.perf_counter() - start - eval_time
-
-    actor = actor.cpu().eval()
-    checkpoint = save_checkpoint(
-        run_dir / "checkpoint.pt",
-        ALGO,
-        env_id,
-        actor,
-        normalizer,
-        asdict(args),
-        extra={
-            "dataset_id": args.dataset_id,
-            "num_updates": args.num_updates,
-            "critic": critic.cpu().state_dict(),
-            "value": value.cpu().state_dict(),
-        },
-    )
-    write_json(run_dir / "eval.json", evaluation)
-    videos = []
-    if args.capture_video:
-        videos = common.record_videos(make_policy(actor, normalizer), env_id, run_dir)
-        torch.set_num_threads(args.torch_threads)
-    writer.close()
-
-    summary = {
-        "algo": ALGO,
-        "dataset_id": args.dataset_id,
-        "env_id": env_id,
-        "seed": args.seed,
-        "run_dir": str(run_dir),
-        "updates": args.num_updates,
-        "transitions": data.size,
-        "episodes": data.num_episodes,
-        "final_losses": losses,
-        "segments": data.num_segments,
-        "chunk_length": args.chunk_length,
-        "ensemble_decay": args.ensemble_decay,
-        "binary_gripper": args.binary_gripper,
-        "updates_per_s": args.num_updates / train_time,
-        "train_seconds": train_time,
-        "eval_seconds": eval_time,
-        "eval": {**evaluation, "update": args.num_updates},
-        "evals": evaluations,
-        "checkpoint": str(checkpoint),
-        "videos": videos,
-        "args": asdict(args),
-    }
-    write_json(run_dir / "summary.json", summary)
-    print(format_table(evaluation))
-    return summary
+    train_time = time.perf_counter() - start - run.eval_seconds
+    checkpoint_extra = {"critic": critic.cpu().state_dict(), "value": value.cpu().state_dict()}
+    return run.finish(actor, normalizer, report, losses, train_time, checkpoint_extra)
 
 
 if __name__ == "__main__":

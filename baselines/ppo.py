@@ -37,123 +37,47 @@ changes.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
 import tyro
 from torch import nn
-from torch.utils.tensorboard import SummaryWriter
 
 from gameon.baselines.common import (
+    OnlineArgs,
     SkillTally,
-    check_curriculum_args,
-    default_run_dir,
-    evaluate_and_save,
-    make_training_curriculum,
-    make_training_envs,
-    seed_everything,
+    check_online_args,
+    start_online_run,
 )
-from gameon.envs.stacking_env import REWARD_MODES
 from gameon.evaluation import EvalReport
-from gameon.experimenter.coded_actions import (
-    DEFAULT_MAX_SKILL_STEPS,
-    coded_wrapper,
-    load_coded_skills,
-    vector_env_steps,
-)
-from gameon.experimenter.curriculum import (
-    curriculum_brief,
-    curriculum_label,
-    curriculum_scalars,
-    vlm_usage,
-)
-from gameon.policy import Actor, Normalizer, Policy, check_env_id, flat_observation, flat_size
+from gameon.experimenter.coded_actions import vector_env_steps
+from gameon.experimenter.curriculum import curriculum_scalars
+from gameon.policy import Actor, Normalizer, Policy, flat_observation, flat_size
 
 ALGO = "ppo"
-VECTORIZATIONS = ("shared", "sync", "async")
 LOG_2PI = math.log(2 * math.pi)
 
 
 @dataclass
-class Args:
+class Args(OnlineArgs):
+    """PPO's settings: the env, the budget and the algorithm's, after the shared ones."""
+
     env_id: str = "GameOn/Reach-v0"
     """the GameOn environment id"""
-    seed: int = 1
-    """seed of the run (torch, numpy, envs)"""
     total_timesteps: int = 300_000
     """env steps to train for, summed over envs (rounded up to whole rollouts)"""
-    num_envs: int = 2
-    """parallel envs"""
-    vectorization: Literal["shared", "sync", "async"] = "shared"
-    """vector env: shared (gameon.envs.make_vec: this process and one worker per further CPU
-    each step a slice of the envs, through shared memory; the same results as sync, bit for bit),
-    or gymnasium's sync (one process) or async (one process per env)"""
     reward_mode: Literal["sparse", "dense"] = "sparse"
     """env reward: sparse (1 on success) or dense (staged shaping, 1 on success)"""
-    terminate_on_success: bool | None = None
-    """end training episodes at success; None: only with sparse reward (see the module doc)"""
-    max_episode_steps: int | None = None
-    """step limit of training episodes; None: the env's own (evaluation always uses the env's)"""
-    curriculum: str = "fixed"
-    """who picks each training episode's instruction: fixed (uniform over the tasks), hand (the
-    stages of hand_curriculum), lp (learning progress) or vlm (a VLM proposes the tasks every
-    vlm_interval episodes; results labelled vlm[{vlm_backend}])"""
-    curriculum_tasks: Literal["all", "targets"] = "all"
-    """the tasks of fixed and lp, and what hand's stages must stay within: all (every instruction
-    the env accepts: its skills over its block colours) or targets (only the skills the env is
-    evaluated on); every registered env is evaluated on all its skills, so today they agree"""
-    hand_curriculum: str | None = None
-    """TOML file of the hand curriculum's stages; None: the shipped reach -> ... -> tower"""
-    curriculum_seed: int | None = None
-    """seed of the curriculum's proposals; None: the run seed"""
-    vlm_backend: str = "rules"
-    """vlm curriculum: rules (offline stand-in) | gemini | openai | replay"""
-    vlm_model: str | None = None
-    """vlm curriculum: the model (default gemini-2.5-flash for gemini, gpt-4o-mini for openai)"""
-    vlm_base_url: str | None = None
-    """vlm curriculum: server URL, e.g. http://localhost:11434/v1 for Ollama (openai backend)"""
-    vlm_replay: str | None = None
-    """vlm curriculum, replay backend: the transcript.jsonl (or run folder) to replay"""
-    vlm_interval: int = 100
-    """vlm curriculum: training episodes between consultations of the model"""
-    torch_deterministic: bool = True
-    """sets torch.backends.cudnn.deterministic"""
-    torch_threads: int = 1
-    """torch intra-op threads (small MLPs run fastest single-threaded)"""
-    run_dir: str | None = None
-    """where logs, eval.json and checkpoint.pt go; default runs/ppo__{env}__{seed}__{time}"""
-    eval_episodes_per_skill: int = 10
-    """evaluation suite size per skill (shared protocol of gameon.evaluation)"""
-    eval_every: int = 0
-    """evaluate and checkpoint every this many env steps; 0: only at the end"""
-    capture_video: bool = False
-    """write an MP4 of each evaluation to run_dir/videos/"""
-    track: bool = False
-    """log to Weights & Biases (needs wandb installed)"""
-    wandb_project_name: str = "gameon-rl"
-    """W&B project"""
-    wandb_entity: str | None = None
-    """W&B entity (team); None: your default"""
     print_every: int = 20_000
     """print a progress line every this many env steps"""
     hidden: tuple[int, ...] = (64, 64)
     """hidden layer widths of the actor and of the value network"""
-    coded_skills: str | None = None
-    """coded actions (RL-GPT): "templates" (coded_api.TEMPLATES) or a skill-library JSON whose
-    coded skills each add an action dim that runs the skill when its score is the largest and > 0
-    (see experimenter.coded_actions); None: off"""
-    coded_max_steps: int = DEFAULT_MAX_SKILL_STEPS
-    """with coded_skills: env steps one coded action may take"""
-
     learning_rate: float = 3e-4
     """Adam learning rate"""
     anneal_lr: bool = True
@@ -188,16 +112,7 @@ class Args:
 
 def check_args(args: Args) -> None:
     """Reject an unknown env id or an invalid setting with a ValueError naming what is accepted."""
-    check_env_id(args.env_id)
-    if args.reward_mode not in REWARD_MODES:
-        raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
-    if args.vectorization not in VECTORIZATIONS:
-        raise ValueError(
-            f"unknown vectorization {args.vectorization!r}; accepted: {', '.join(VECTORIZATIONS)}"
-        )
-    check_curriculum_args(args)
-    if args.max_episode_steps is not None and args.max_episode_steps < 1:
-        raise ValueError(f"max_episode_steps must be >= 1, got {args.max_episode_steps}")
+    check_online_args(args)
     positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
     for name in (*positive, "eval_episodes_per_skill", "torch_threads", "print_every"):
         if getattr(args, name) < 1:
@@ -306,39 +221,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     (it follows further training) and the report it scored.
     """
     check_args(args)
-    curriculum = make_training_curriculum(args)
-    coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
-    if args.track:
-        try:
-            import wandb
-        except ImportError as error:
-            raise ValueError("track=True needs Weights & Biases: pip install wandb") from error
-    torch.set_num_threads(args.torch_threads)
-    seed_everything(args.seed, args.torch_deterministic)
-    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(ALGO, args.env_id, args.seed)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if curriculum.keeps_transcript:
-        curriculum = make_training_curriculum(args, run_dir)  # now with its transcript
-    if args.track:
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            name=run_dir.name,
-            config=dataclasses.asdict(args),
-            dir=str(run_dir),
-            sync_tensorboard=True,
-        )
-    writer = SummaryWriter(str(run_dir))
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n"
-        + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
-    )
-
-    env_wrapper = None
-    if coded_skills is not None:
-        env_wrapper = coded_wrapper(coded_skills, args.coded_max_steps)
-    envs = make_training_envs(args, curriculum, env_wrapper)
+    run = start_online_run(ALGO, args)
+    curriculum, envs, writer = run.curriculum, run.envs, run.writer
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
     actor = make_actor(obs_size, action_size, args.hidden)
@@ -364,29 +248,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     recent_success: deque[float] = deque(maxlen=100)
     recent_return: deque[float] = deque(maxlen=100)
     tally = SkillTally()
-    evals: list[dict] = []
-    env_seconds = learn_seconds = eval_seconds = 0.0
+    env_seconds = learn_seconds = 0.0
     global_step, agent_steps, next_eval, next_print = 0, 0, args.eval_every, args.print_every
-
-    def evaluate_now() -> EvalReport:
-        """Evaluate and checkpoint the current policy on the shared suite, timed."""
-        nonlocal eval_seconds
-        eval_start = time.perf_counter()
-        report = evaluate_and_save(
-            ALGO,
-            args,
-            actor,
-            normalizer,
-            run_dir,
-            global_step,
-            writer,
-            on_eval,
-            curriculum,
-            env_wrapper=env_wrapper,
-        )
-        evals.append(report.curve_point(global_step=global_step))
-        eval_seconds += time.perf_counter() - eval_start
-        return report
 
     noise_rng = np.random.default_rng(args.seed)
     start_time = time.perf_counter()
@@ -445,7 +308,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                     episode_return[i], episode_length[i] = 0.0, 0
             reward_buf[step] = reward
             end_buf[step] = ended
-            if coded_skills is not None and step > 0 and global_step >= args.total_timesteps:
+            if run.coded_skills is not None and step > 0 and global_step >= args.total_timesteps:
                 rows = step + 1  # the env-step budget is spent: learn from the rows so far
                 break
 
@@ -505,7 +368,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
 
         var_returns = np.var(returns)
         explained = np.nan if var_returns == 0 else 1 - np.var(returns - values) / var_returns
-        wall = time.perf_counter() - start_time - eval_seconds
+        wall = time.perf_counter() - start_time - run.eval_seconds
         sps = global_step / wall
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
@@ -533,43 +396,17 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             )
         if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
             next_eval = (global_step // args.eval_every + 1) * args.eval_every
-            evaluate_now()
+            run.evaluate(actor, normalizer, global_step, on_eval)
 
     envs.close()
-    train_seconds = time.perf_counter() - start_time - eval_seconds
-    report = evaluate_now()
-    summary = {
-        "algo": ALGO,
-        "env_id": args.env_id,
-        "seed": args.seed,
-        "run_dir": str(run_dir),
-        "global_step": global_step,
-        "sps": global_step / train_seconds,
+    train_seconds = time.perf_counter() - start_time - run.eval_seconds
+    report = run.evaluate(actor, normalizer, global_step, on_eval)
+    seconds = {
         "train_seconds": train_seconds,
         "env_seconds": env_seconds,
         "learn_seconds": learn_seconds,
-        "eval_seconds": eval_seconds,
-        "curriculum": args.curriculum,
-        "curriculum_state": curriculum_brief(curriculum),
-        "curriculum_label": curriculum_label(curriculum),
-        "vlm": vlm_usage(curriculum),
-        "train_episodes": sum(tally.episodes.values()),
-        "train_per_skill": tally.to_dict(),
-        "eval": {**report.to_dict(), "global_step": global_step},
-        "evals": evals,
-        "checkpoint": str(run_dir / "checkpoint.pt"),
     }
-    if coded_skills is not None:
-        summary["coded_actions"] = {
-            "skills": list(coded_skills),
-            "max_skill_steps": args.coded_max_steps,
-            "agent_steps": agent_steps,
-        }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    writer.close()
-    if args.track:
-        wandb.finish()
-    return summary
+    return run.finish(report, global_step, seconds, tally, agent_steps)
 
 
 if __name__ == "__main__":

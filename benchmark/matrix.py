@@ -551,9 +551,10 @@ def check_run(run: RunSpec) -> None:
     if run.protocol == "collect":
         config.validate()
         return
-    module = importlib.import_module(f"gameon.baselines.{run.learner}")
-    module.check_args(config)
-    module.make_training_curriculum(config)
+    from gameon.baselines.common import make_training_curriculum
+
+    importlib.import_module(f"gameon.baselines.{run.learner}").check_args(config)
+    make_training_curriculum(config)
 
 
 def check_spec(spec: MatrixSpec) -> None:

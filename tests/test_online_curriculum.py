@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from gameon.baselines import ppo, sac
+from gameon.baselines import common, ppo, sac
 from gameon.envs.language import parse
 from gameon.experimenter.curricula import make_curriculum
 from gameon.experimenter.curriculum import (
@@ -79,11 +78,11 @@ def sac_args(run_dir: Path, **overrides: object) -> sac.Args:
     return sac.Args(**settings)
 
 
-def record_curricula(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[Curriculum]:
+def record_curricula(monkeypatch: pytest.MonkeyPatch) -> list[Curriculum]:
     """Make the learner's curricula log what they propose, every training outcome reported to
     them and, apart, the evaluation outcomes they are told (`update_evaluation`)."""
     built: list[Curriculum] = []
-    real = module.make_training_curriculum
+    real = common.make_training_curriculum
 
     def make(*args: object, **kwargs: object) -> Curriculum:
         curriculum = real(*args, **kwargs)
@@ -113,7 +112,7 @@ def record_curricula(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> lis
         built.append(curriculum)
         return curriculum
 
-    monkeypatch.setattr(module, "make_training_curriculum", make)
+    monkeypatch.setattr(common, "make_training_curriculum", make)
     return built
 
 
@@ -172,7 +171,7 @@ def scalars(run_dir: str) -> dict[str, list[float]]:
 def test_ppo_trains_with_each_curriculum(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, env_id: str, vectorization: str
 ) -> None:
-    built = record_curricula(monkeypatch, ppo)
+    built = record_curricula(monkeypatch)
     args = ppo_args(tmp_path / "run", env_id=env_id, curriculum=name, vectorization=vectorization)
     summary = ppo.train(args)
     (curriculum,) = built
@@ -216,7 +215,7 @@ def test_hand_advances_through_its_own_toml_and_logs_the_stage(
 ) -> None:
     toml = tmp_path / "stages.toml"
     toml.write_text(TWO_STAGES)
-    built = record_curricula(monkeypatch, ppo)
+    built = record_curricula(monkeypatch)
     args = ppo_args(tmp_path / "run", curriculum="hand", hand_curriculum=str(toml))
     summary = ppo.train(args)
     (curriculum,) = built
@@ -230,7 +229,7 @@ def test_hand_advances_through_its_own_toml_and_logs_the_stage(
 
 
 def test_sac_trains_with_lp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    built = record_curricula(monkeypatch, sac)
+    built = record_curricula(monkeypatch)
     summary = sac.train(sac_args(tmp_path / "run", curriculum="lp"))
     (curriculum,) = built
     assert summary["curriculum"] == "lp" and summary["updates"] > 0
@@ -244,11 +243,11 @@ def test_sac_trains_with_lp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def test_curriculum_seed_defaults_to_the_run_seed() -> None:
     tasks = task_set(MULTI)
     for module in (ppo, sac):
-        curriculum = module.make_training_curriculum(module.Args(env_id=MULTI, seed=5))
+        curriculum = common.make_training_curriculum(module.Args(env_id=MULTI, seed=5))
         assert curriculum.tasks == tuple(tasks)
         assert curriculum.propose_batch(20) == make_curriculum("fixed", tasks, 5).propose_batch(20)
         args = module.Args(env_id=MULTI, seed=5, curriculum_seed=6, curriculum_tasks="targets")
-        curriculum = module.make_training_curriculum(args)
+        curriculum = common.make_training_curriculum(args)
         assert curriculum.tasks == tuple(tasks), "MultiSkill is evaluated on every skill"
         assert curriculum.propose_batch(20) == make_curriculum("fixed", tasks, 6).propose_batch(20)
 
@@ -256,16 +255,16 @@ def test_curriculum_seed_defaults_to_the_run_seed() -> None:
 def test_online_budget_sizes_the_shipped_hand_windows() -> None:
     for module in (ppo, sac):
         args = module.Args(env_id=MULTI, curriculum="hand", total_timesteps=24_000, num_envs=3)
-        hand = module.make_training_curriculum(args)
+        hand = common.make_training_curriculum(args)
         assert [stage.window for stage in hand.stages] == [5, 5, 6, 6, 9], "60 = 3 * 8000 // 400"
         args.max_episode_steps = 40
-        hand = module.make_training_curriculum(args)
+        hand = common.make_training_curriculum(args)
         assert [stage.window for stage in hand.stages] == [48, 48, 60, 60, 90], "600 episodes"
 
 
 def test_online_controls_aim_at_the_env_targets() -> None:
     args = ppo.Args(env_id=MULTI, curriculum="positive_control")
-    assert ppo.make_training_curriculum(args).chain == (
+    assert common.make_training_curriculum(args).chain == (
         "reach",
         "lift",
         "push",
@@ -276,7 +275,7 @@ def test_online_controls_aim_at_the_env_targets() -> None:
     )
     args = ppo.Args(env_id="GameOn/Lift-v0", curriculum="negative_control")
     with pytest.raises(ValueError, match="'negative_control' cannot train on GameOn/Lift-v0"):
-        ppo.make_training_curriculum(args)
+        common.make_training_curriculum(args)
 
 
 def test_hand_on_reach_fails_before_training(tmp_path: Path) -> None:
@@ -287,7 +286,7 @@ def test_hand_on_reach_fails_before_training(tmp_path: Path) -> None:
         assert not run_dir.exists()
     # the shipped file by name works where every skill is accepted
     args = ppo.Args(env_id=MULTI, curriculum="hand", hand_curriculum=str(HAND_CURRICULUM_TOML))
-    assert ppo.make_training_curriculum(args).stage_name == "reach"
+    assert common.make_training_curriculum(args).stage_name == "reach"
 
 
 @pytest.mark.parametrize(
