@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 from pydantic import ValidationError
@@ -165,6 +165,9 @@ class BoardEntry(StrictModel):
     verified: bool
     runs: list[BoardRun]
     audit: EntryAudit | None = None
+    budget: str | None = None
+    """the runs' training budget as the board shows it (`budget_text`); None on entries stored
+    before it was kept"""
 
 
 class Board(StrictModel):
@@ -398,6 +401,9 @@ def check_group(runs: Sequence[_Run], min_seeds: int) -> list[str]:
     suites = {(r.record.evaluation.env_id, r.record.evaluation.episodes_per_skill) for r in runs}
     if len(suites) > 1:
         reasons.append(f"suite: the runs were evaluated on different suites {sorted(suites)}")
+    budgets = {budget_text(run.record.budget) for run in runs}
+    if len(budgets) > 1:
+        reasons.append(f"budget: the runs trained on different budgets {sorted(budgets)}")
     for attribute in ("run_id", "seed"):
         seen: dict[object, str] = {}
         for run in runs:
@@ -713,6 +719,7 @@ def _entry(
         per_skill_iqm=per_skill_iqm(records),
         verified=verified,
         runs=runs,
+        budget=budget_text(first.budget),
     )
 
 
@@ -721,6 +728,19 @@ def _monolithic_iqm(records: Sequence[RunRecord]) -> float | None:
     if any(e is None for e in evaluations):
         return None
     return iqm([e.success_rate(tuple(records[0].target_skills)) for e in evaluations])
+
+
+def budget_text(budget: dict[str, Any]) -> str:
+    """A run's budget in a few words: "5 x 32 tasks, 150 seed episodes, 4000 updates" (collect:
+    iterations x tasks each, updates per iteration), "300000 env steps" (online), else its
+    fields."""
+    collect = ("iterations", "episodes_per_iteration", "seed_episodes", "num_updates")
+    if all(key in budget for key in collect):
+        iterations, tasks, seed_episodes, updates = (budget[key] for key in collect)
+        return f"{iterations} x {tasks} tasks, {seed_episodes} seed episodes, {updates} updates"
+    if "total_timesteps" in budget:
+        return f"{budget['total_timesteps']} env steps"
+    return ", ".join(f"{key} {value}" for key, value in sorted(budget.items()))
 
 
 def shown_protocol(protocol: str) -> str:
@@ -737,16 +757,38 @@ def audit_cell(audit: EntryAudit | None) -> str:
     return f"{'yes' if audit.audited else 'no'} ({good}/{len(audit.results)}, {audit.when[:10]})"
 
 
+def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
+    """(rank, entry) in the board's order: by target-success IQM, then mean, within each
+    (protocol, env, budget); equal scores share a rank."""
+    rows: list[tuple[int, BoardEntry]] = []
+
+    def group(entry: BoardEntry) -> tuple[str, str, str]:
+        return entry.protocol, entry.env_id, entry.budget or ""
+
+    entries = sorted(entries, key=lambda e: (*group(e), -e.iqm, -e.mean, e.id))
+    rank, first, previous = 0, 0, None
+    for position, entry in enumerate(entries):
+        score = (entry.iqm, entry.mean)
+        if previous is None or previous[0] != group(entry):
+            first = position
+        if previous is None or previous != (group(entry), score):
+            rank = position - first + 1
+        previous = (group(entry), score)
+        rows.append((rank, entry))
+    return rows
+
+
 def render_markdown(board: Board) -> str:
-    """LEADERBOARD.md: entries ranked by target-success IQM within each (protocol, env)."""
+    """LEADERBOARD.md: entries ranked by target-success IQM within each (protocol, env,
+    budget)."""
     lines = [
         "# Leaderboard",
         "",
         "Generated from `leaderboard.json` by `gameon leaderboard submit`; do not edit by hand.",
         "Target success is recomputed from each run's evaluation episodes on the shared suite and",
         "aggregated over seeds: interquartile mean (IQM) with a 95% stratified-bootstrap interval.",
-        "Entries rank by target-success IQM, then mean, within each (protocol, env); equal scores",
-        "share a rank. All-skills IQM (every episode of the suite) is shown, not ranked.",
+        "Entries rank by target-success IQM, then mean, within each (protocol, env, budget); equal",
+        "scores share a rank. All-skills IQM (every episode of the suite) is shown, not ranked.",
         "Collect v2 (the learner collects its own data) ranks the composed policy's target success",
         "(the task run as the skill library decomposes it, every step by the learned policy) and",
         "shows the monolithic policy's (conditioned on the task's goal) beside it; its collector",
@@ -759,20 +801,12 @@ def render_markdown(board: Board) -> str:
         "tolerance on another machine or library version), with runs reproduced / sampled.",
         "",
         "| rank | protocol | env | curriculum | learner | seeds | IQM [95% CI] | mean | "
-        "monolithic IQM | all-skills IQM | eval episodes/skill | verified | audited | submitted "
-        "| commit | entry |",
+        "monolithic IQM | all-skills IQM | eval episodes/skill | budget | verified | audited "
+        "| submitted | commit | entry |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-        "| --- | --- |",
+        "| --- | --- | --- |",
     ]
-    ordered = sorted(board.entries, key=lambda e: (e.protocol, e.env_id, -e.iqm, -e.mean, e.id))
-    rank, previous = 0, None
-    for position, entry in enumerate(ordered):
-        group, score = (entry.protocol, entry.env_id), (entry.iqm, entry.mean)
-        if previous is None or previous[0] != group:
-            first_in_group = position
-        if previous is None or previous != (group, score):
-            rank = position - first_in_group + 1
-        previous = (group, score)
+    for rank, entry in ranked(board.entries):
         commits = sorted({run.git_commit[:7] for run in entry.runs})
         cells = [
             rank,
@@ -786,6 +820,7 @@ def render_markdown(board: Board) -> str:
             "-" if entry.monolithic_iqm is None else f"{entry.monolithic_iqm:.2f}",
             f"{entry.suite_iqm:.2f}",
             entry.episodes_per_skill,
+            entry.budget or "-",
             "yes" if entry.verified else "no",
             audit_cell(entry.audit),
             entry.submitted[:10],

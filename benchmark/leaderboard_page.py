@@ -35,6 +35,7 @@ from gameon.benchmark.leaderboard import (
     BoardEntry,
     BoardError,
     audit_cell,
+    ranked,
     shown_protocol,
 )
 
@@ -60,6 +61,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mean", "mean", "num"),
     ("all_skills", "all-skills IQM", "num"),
     ("episodes", "eval eps / skill", "num"),
+    ("budget", "budget", "text"),
     ("verified", "verified", "text"),
     ("audited", "audited", "text"),
     ("submitted", "submitted", "text"),
@@ -94,23 +96,6 @@ def load_board(leaderboard_json: Path) -> Board:
     except (ValueError, OSError) as error:
         problem = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise BoardError(f"{leaderboard_json} is not a leaderboard ({problem})") from None
-
-
-def ordered(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
-    """(rank, entry) in LEADERBOARD.md's order: by target-success IQM, then mean, within each
-    (protocol, env); equal scores share a rank."""
-    rows: list[tuple[int, BoardEntry]] = []
-    entries = sorted(entries, key=lambda e: (e.protocol, e.env_id, -e.iqm, -e.mean, e.id))
-    rank, first, previous = 0, 0, None
-    for position, entry in enumerate(entries):
-        group, score = (entry.protocol, entry.env_id), (entry.iqm, entry.mean)
-        if previous is None or previous[0] != group:
-            first = position
-        if previous is None or previous != (group, score):
-            rank = position - first + 1
-        previous = (group, score)
-        rows.append((rank, entry))
-    return rows
 
 
 def _href(target: Path, base: Path, folder: bool = False) -> str:
@@ -152,6 +137,7 @@ def row(rank: int, entry: BoardEntry, board_dir: Path, base: Path) -> dict[str, 
         "monolithic_text": _number(entry.monolithic_iqm),
         "all_skills": entry.suite_iqm,
         "episodes": entry.episodes_per_skill,
+        "budget": entry.budget or "-",
         "verified": "yes" if entry.verified else "no",
         "audited": audit_cell(entry.audit),
         "submitted": entry.submitted[:10],
@@ -173,7 +159,7 @@ def embedded_json(data: Any) -> str:
 
 def render_page(board: Board, board_dir: Path, base: Path, generated: str) -> str:
     """The page's HTML: the board's rows embedded as JSON, rendered and sorted by inline JS."""
-    rows = [row(rank, entry, board_dir, base) for rank, entry in ordered(board.entries)]
+    rows = [row(rank, entry, board_dir, base) for rank, entry in ranked(board.entries)]
     data = {
         "generated": generated,
         "rows": rows,

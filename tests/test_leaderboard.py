@@ -212,6 +212,33 @@ def test_equal_scores_share_a_rank(board, tmp_path) -> None:
     assert all(entry.suite_iqm == entry.iqm for entry in read_board(board).entries)
 
 
+def _with_budget(paths: list[Path], budget: dict) -> list[Path]:
+    for path in paths:
+        data = json.loads((path / "record.json").read_text())
+        data["budget"] = budget
+        (path / "record.json").write_text(json.dumps(data))
+    return paths
+
+
+def test_budgets_are_shown_and_ranked_apart_and_one_submission_has_one(board, tmp_path) -> None:
+    longer = {"iterations": 5, "episodes_per_iteration": 32, "seed_episodes": 150}
+    longer["num_updates"] = 5000
+    mixed = _runs(tmp_path / "mixed", LP, "lp")
+    _with_budget(mixed[:1], longer)
+    _rejected(board, mixed, "budget: the runs trained on different budgets")
+
+    lp = _with_budget(_runs(tmp_path / "lp", LP, "lp"), longer)
+    assert submit(lp, board).accepted
+    entries = {e.curriculum_label: e for e in read_board(board).entries}
+    assert entries["lp"].budget == "5 x 32 tasks, 150 seed episodes, 5000 updates"
+    assert entries["fixed"].budget == "iterations 2"
+    table = (board / "LEADERBOARD.md").read_text().splitlines()
+    rows = {row.split(" | ")[3]: row for row in table if "| collect v1 |" in row}
+    # lp scores more than fixed but on another budget: each is first among its own
+    assert rows["lp"].startswith("| 1 |") and rows["fixed"].startswith("| 1 |")
+    assert "| 5 x 32 tasks, 150 seed episodes, 5000 updates |" in rows["lp"]
+
+
 MIXED = [bool(i % 3 == 0 or i % 5 == 0) for i in range(24)]
 """24 episodes of one skill whose pattern two independent runs would share by chance with a
 probability far below leaderboard.CHANCE."""

@@ -15,12 +15,18 @@ import pytest
 from record_factory import ENV_ID, make_record, write_run
 
 from gameon.benchmark.commands import main
-from gameon.benchmark.leaderboard import Board, BoardError, EntryAudit, read_board, submit
+from gameon.benchmark.leaderboard import (
+    Board,
+    BoardError,
+    EntryAudit,
+    ranked,
+    read_board,
+    submit,
+)
 from gameon.benchmark.leaderboard_page import (
     RULES_NOTE,
     chromium_command,
     find_chromium,
-    ordered,
     write_page,
 )
 
@@ -194,7 +200,7 @@ def _load(page: Path, fragment: str, tmp_path: Path) -> tuple[str, list[str], li
 def test_chromium_shows_every_entry_without_errors_and_sorts_by_score(
     board: Path, page: Path, tmp_path: Path
 ) -> None:
-    entries = [entry for _, entry in ordered(read_board(board).entries)]
+    entries = [entry for _, entry in ranked(read_board(board).entries)]
     # 0099 ties with the fixed entry and follows it on the board: sorting keeps that order
     by_score = [e.id for e in sorted(entries, key=lambda e: -e.iqm)]
     fixed = next(e.id for e in entries if e.curriculum_label == "fixed")
