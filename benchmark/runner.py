@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import signal
@@ -36,7 +35,7 @@ from typing import Any, Literal
 
 from rich.markup import escape
 
-from gameon.atomic import atomic_write
+from gameon.atomic import atomic_write, file_lock
 from gameon.benchmark.matrix import MatrixSpec, RunSpec, expand, spec_dict
 from gameon.benchmark.runs import (
     ATTEMPT_VARIABLE,
@@ -308,15 +307,14 @@ def results_lock(results_dir: Path) -> Iterator[int]:
     Yields the lock's file descriptor: local workers inherit it, so workers orphaned by a killed
     matrix keep the directory locked until they end, and a rerun cannot clean a folder under them.
     """
-    results_dir.mkdir(parents=True, exist_ok=True)
-    with open(results_dir / LOCK_FILE, "a") as handle:
+    with contextlib.ExitStack() as stack:
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            lock_fd = stack.enter_context(file_lock(results_dir / LOCK_FILE, timeout=0))
+        except TimeoutError:
             raise ValueError(
                 f"another `gameon bench run` (or a worker it left running) is using {results_dir}"
             ) from None
-        yield handle.fileno()
+        yield lock_fd
 
 
 # -- worker processes ---------------------------------------------------------------------------
