@@ -272,9 +272,10 @@ code { font-size: .95em; }
 <span id="count">@COUNT@ entries</span>.</p>
 <p>Target success is recomputed from each run's evaluation episodes on the shared suite and
 aggregated over seeds: interquartile mean (IQM) with a 95% stratified-bootstrap interval. Rank is
-by target-success IQM, then mean, within each (protocol, env); equal scores share a rank. Collect
-v2 ranks the composed policy (the task as the skill library decomposes it, every step by the
-learned policy) and shows the monolithic policy's IQM beside it. Click a header to sort.</p>
+by target-success IQM, then mean, within each (protocol, env, budget); equal scores share a
+rank. Collect v2 ranks the composed policy (the task as the skill library decomposes it, every
+step by the learned policy) and shows the monolithic policy's IQM beside it. Click a header to
+sort.</p>
 <div class="filters">
 <span><label for="f-protocol">protocol</label> <select id="f-protocol" data-key="protocol">
 </select></span>
