@@ -414,50 +414,76 @@ ppo = { num_steps = 64, num_minibatches = 4, update_epochs = 1 }
 [collect]
 learners = ["bc"]
 env_ids = ["GameOn/Stack-v0"]
-curricula = [{ name = "vlm", backend = "auto" }, "positive_control", "negative_control"]
+budget = { iterations = 1, episodes_per_iteration = 2, seed_episodes = 4, num_updates = 50 }
+settings = { collector = "demo", target_eval_episodes = 1 }
+"""
+PIPELINE_CONTROLS = """
+name = "pipeline"
+description = "the smoke preset's controls"
+seeds = [0]
+eval_episodes_per_skill = 1
+curricula = ["positive_control", "negative_control"]
+
+[collect]
+learners = ["bc"]
+env_ids = ["GameOn/Stack-v0"]
 budget = { iterations = 1, episodes_per_iteration = 2, seed_episodes = 4, num_updates = 50 }
 settings = { collector = "demo", target_eval_episodes = 1 }
 """
 
 
-def test_gameon_bench_run_end_to_end_with_the_smoke_presets_parts(tmp_path, monkeypatch):
-    """The default twin of the smoke preset's test (which runs under -m slow): `gameon bench
-    run` through both protocols, the vlm stand-in and both controls, records and report."""
+def bench_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec_text: str, *options: str):
+    """`python -m gameon.cli bench run SPEC` in a child process without a model key."""
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     results = tmp_path / "pipeline"
     spec = tmp_path / "pipeline.toml"
-    spec.write_text(PIPELINE)
+    spec.write_text(spec_text)
     process = subprocess.run(
-        [sys.executable, "-m", "gameon.cli", "bench", "run", str(spec), "--results", str(results)],
+        [sys.executable, "-m", "gameon.cli", "bench", "run", str(spec), "--results", str(results)]
+        + list(options),
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
+    return process, results
+
+
+def test_gameon_bench_run_end_to_end_with_the_vlm_stand_in_under_both_protocols(
+    tmp_path, monkeypatch
+):
+    """A default twin of the smoke preset's test (which runs under -m slow), with its report
+    twin below: `gameon bench run` through both protocols with the vlm stand-in, labelled."""
+    process, results = bench_run(tmp_path, monkeypatch, PIPELINE, "--no-report")
     assert "rules" in process.stdout and "vlm[rules]" in process.stdout
     found = {run_id: load_record(path) for run_id, path in records(results).items()}
     labels = {(r.protocol, r.learner, r.curriculum_label) for r in found.values()}
-    assert labels == {
-        ("online", "ppo", "vlm[rules]"),
-        ("collect", "bc", "vlm[rules]"),
-        ("collect", "bc", "positive_control"),
-        ("collect", "bc", "negative_control"),
-    }
-    assert all(r.vlm.calls > 0 for r in found.values() if r.curriculum == "vlm")
+    assert labels == {("online", "ppo", "vlm[rules]"), ("collect", "bc", "vlm[rules]")}
+    assert all(r.vlm.calls > 0 for r in found.values())
     collected = [r for r in found.values() if r.protocol == "collect"]
     assert all(r.protocol_version == 2 and len(r.target_evaluations) == 2 for r in collected)
+
+
+def test_gameon_bench_run_end_to_end_with_both_controls_and_the_report(tmp_path, monkeypatch):
+    """The other default twin of the smoke preset's test: both controls under collect v2, then
+    the report with its pipeline-check banner and its Controls line."""
+    process, results = bench_run(tmp_path, monkeypatch, PIPELINE_CONTROLS)
+    found = {run_id: load_record(path) for run_id, path in records(results).items()}
+    labels = {(r.protocol, r.learner, r.curriculum_label) for r in found.values()}
+    assert labels == {("collect", "bc", "positive_control"), ("collect", "bc", "negative_control")}
+    assert all(r.protocol_version == 2 and len(r.target_evaluations) == 2 for r in found.values())
     report = (results / "report.md").read_text()
     assert report.startswith("# Benchmark report (pipeline: ")
     assert "> **Pipeline check: these numbers rank nothing.**" in report
-    assert "## Controls" in report
+    assert "## Controls" in report and "positive control" in report
     assert str(results / "report.md") in " ".join(process.stdout.split())
 
 
 @pytest.mark.slow
 def test_the_smoke_preset_runs_end_to_end_through_gameon(tmp_path, monkeypatch):
     """The README's main command: every curriculum under both protocols, records, report (about
-    2 minutes; its default twin is the test above)."""
+    2 minutes; its default twins are the two tests above)."""
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     results = tmp_path / "smoke"
