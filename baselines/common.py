@@ -384,8 +384,22 @@ def check_curriculum_args(args: Any) -> None:
         raise ValueError(f"vlm_interval must be >= 1 episodes, got {args.vlm_interval}")
 
 
-def check_online_args(args: OnlineArgs) -> None:
-    """Reject what PPO's and SAC's Args share that cannot work: an unknown env id, reward mode
+def open_writer(run_dir: Path, args: Any) -> SummaryWriter:
+    """The run's TensorBoard writer, the Args written first as a hyperparameter table."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n"
+        + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
+    )
+    return writer
+
+
+def check_online_args(args: Any) -> None:
+    """Reject what PPO's and SAC's Args (OnlineArgs and their env_id, reward_mode) share that
+    cannot work: an unknown env id, reward mode
     or vector env, curriculum settings that do not go together, a step limit below 1."""
     check_env_id(args.env_id)
     if args.reward_mode not in REWARD_MODES:
@@ -491,8 +505,6 @@ def start_online_run(algo: str, args: Any) -> OnlineRun:
     """Start an online learner's run from its checked Args: the curriculum (its transcript in the
     run folder), coded skills, torch threads and seeds, the run folder, W&B if tracked,
     TensorBoard with the hyperparameters, and the training envs."""
-    from torch.utils.tensorboard import SummaryWriter
-
     curriculum = make_training_curriculum(args)
     coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
     wandb = None
@@ -516,12 +528,7 @@ def start_online_run(algo: str, args: Any) -> OnlineRun:
             dir=str(run_dir),
             sync_tensorboard=True,
         )
-    writer = SummaryWriter(str(run_dir))
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n"
-        + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
-    )
+    writer = open_writer(run_dir, args)
     env_wrapper = None
     if coded_skills is not None:
         env_wrapper = coded_wrapper(coded_skills, args.coded_max_steps)
@@ -531,13 +538,13 @@ def start_online_run(algo: str, args: Any) -> OnlineRun:
     )
 
 
-def check_offline_args(args: OfflineArgs) -> None:
-    """Reject what BC's and IQL's Args share that cannot work: a count below 1."""
-    for name in ("num_updates", "batch_size", "log_every", "eval_episodes_per_skill"):
+def check_offline_args(args: Any) -> None:
+    """Reject what BC's and IQL's Args (OfflineArgs and their num_updates) share that cannot
+    work: a count below 1."""
+    counts = ("num_updates", "batch_size", "log_every", "eval_episodes_per_skill", "chunk_length")
+    for name in counts:
         if getattr(args, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
-    if args.chunk_length < 1:
-        raise ValueError(f"chunk_length must be >= 1, got {args.chunk_length}")
 
 
 @dataclass
@@ -638,8 +645,6 @@ def start_offline_run(algo: str, args: Any, success_only: bool = False) -> Offli
     """Start an offline learner's run from its checked Args: torch threads and seeds, the device,
     the dataset (only its successful segments with `success_only`) and the env it is evaluated
     on (their spaces must match), the run folder and TensorBoard with the hyperparameters."""
-    from torch.utils.tensorboard import SummaryWriter
-
     torch.set_num_threads(args.torch_threads)
     seed_everything(args.seed, args.torch_deterministic)
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
@@ -655,12 +660,7 @@ def start_offline_run(algo: str, args: Any, success_only: bool = False) -> Offli
     run_name = f"{algo}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
     run_dir = Path(args.run_dir or Path("runs") / run_name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    writer = SummaryWriter(str(run_dir))
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n"
-        + "\n".join(f"|{k}|{v}|" for k, v in dataclasses.asdict(args).items()),
-    )
+    writer = open_writer(run_dir, args)
     if success_only:
         data = data.subset(data.segment_success)
         if data.size == 0:

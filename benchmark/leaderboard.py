@@ -768,12 +768,12 @@ def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
     entries = sorted(entries, key=lambda e: (*group(e), -e.iqm, -e.mean, e.id))
     rank, first, previous = 0, 0, None
     for position, entry in enumerate(entries):
-        score = (entry.iqm, entry.mean)
-        if previous is None or previous[0] != group(entry):
+        current = (group(entry), (entry.iqm, entry.mean))
+        if previous is None or previous[0] != current[0]:
             first = position
-        if previous is None or previous != (group(entry), score):
+        if previous != current:
             rank = position - first + 1
-        previous = (group(entry), score)
+        previous = current
         rows.append((rank, entry))
     return rows
 
