@@ -34,8 +34,8 @@ LEASH = 0.05
 DAMPING = 0.05
 """Damped-least-squares damping (lambda): keeps joint steps bounded near singularities."""
 POSTURE_GAIN = 0.2
-_WORKSPACE_LOW = WORKSPACE_LOW.tolist()
-_WORKSPACE_HIGH = WORKSPACE_HIGH.tolist()
+_LOW_X, _LOW_Y, _LOW_Z = WORKSPACE_LOW.tolist()
+_HIGH_X, _HIGH_Y, _HIGH_Z = WORKSPACE_HIGH.tolist()
 _TARGET_STEP = MAX_SPEED * CONTROL_DT
 """Target travel per control step at |action| = 1, m."""
 
@@ -78,16 +78,21 @@ class CartesianController:
     def __init__(self, world: World) -> None:
         self.world = world
         model = world.model
-        self._jac = np.zeros((6, model.nv))
-        self._jacp, self._jacr, self._arm_jac = self._jac[:3], self._jac[3:], self._jac[:, :7]
-        self._arm_jac_t = self._arm_jac.T
+        self._model, self._data, self._tcp_site = model, world.data, world.tcp_site
+        jac = np.zeros((6, model.nv))
+        self._jacp, self._jacr = jac[:3], jac[3:]
+        arm_jac = jac[:, :7]
+        self._work = (
+            arm_jac,
+            arm_jac.T,
+            np.zeros((6, 6)),  # gram: J J^T + damping, then its Cholesky factor
+            np.zeros(6),  # task: error - J posture
+            np.zeros(6),  # step: gram^-1 task
+            np.zeros(7),  # posture
+            np.zeros(7),  # joints
+        )
         self._damping = DAMPING**2 * np.eye(6)
         self._error = np.zeros(6)
-        self._gram = np.zeros((6, 6))
-        self._step = np.zeros(6)
-        self._task = np.zeros(6)
-        self._posture = np.zeros(7)
-        self._joints = np.zeros(7)
         self._q = world.data.qpos[world.arm_qpos]
         self._tcp_xpos = world.data.site_xpos[world.tcp_site]
         self._tcp_xmat = world.data.site_xmat[world.tcp_site]
@@ -95,13 +100,14 @@ class CartesianController:
         self._finger_ctrl = world.data.ctrl[7:9]
         self._qlow = model.jnt_range[:7, 0]
         self._qhigh = model.jnt_range[:7, 1]
-        self.target_pos = np.zeros(3)
+        self.target_pos = (0.0, 0.0, 0.0)
+        """Where the tool-centre point is being driven, m (floats, read every step)."""
         self.target_yaw = 0.0
 
     def reset(self) -> None:
         """Hold the current pose: call after the simulator state was set."""
         world = self.world
-        self.target_pos = world.tcp_pos().copy()
+        self.target_pos = tuple(world.tcp_pos().tolist())
         self.target_yaw = self.hand_yaw()
         world.data.ctrl[:7] = world.data.qpos[world.arm_qpos]
         world.data.ctrl[7:9] = world.data.qpos[world.finger_qpos]
@@ -113,45 +119,34 @@ class CartesianController:
     def apply(self, action: Sequence[float]) -> None:
         """Set actuator targets for one control step from an action already clipped to [-1, 1].
 
-        Works in preallocated arrays; each arithmetic step is the one numpy would do on fresh
-        arrays, so the targets are bit for bit those of the plain formulas in the comments.
+        Works in preallocated arrays, passing ufuncs their output positionally (the cheapest
+        call); each arithmetic step is the one numpy would do on fresh arrays, so the targets are
+        bit for bit those of the plain formulas in the comments.
         """
-        world = self.world
-        data = world.data
         vx, vy, vz, yaw_rate, grip = action
-        x, y, z = self.target_pos.tolist()
+        x, y, z = self.target_pos
         tcp_x, tcp_y, tcp_z = self._tcp_xpos.tolist()
-        (low_x, low_y, low_z), (high_x, high_y, high_z) = _WORKSPACE_LOW, _WORKSPACE_HIGH
-        x = _track(x, vx, tcp_x, low_x, high_x)
-        y = _track(y, vy, tcp_y, low_y, high_y)
-        z = _track(z, vz, tcp_z, low_z, high_z)
-        self.target_pos = np.array((x, y, z))
+        x = _track(x, vx, tcp_x, _LOW_X, _HIGH_X)
+        y = _track(y, vy, tcp_y, _LOW_Y, _HIGH_Y)
+        z = _track(z, vz, tcp_z, _LOW_Z, _HIGH_Z)
+        self.target_pos = (x, y, z)
         yaw = self.target_yaw + yaw_rate * (MAX_YAW_RATE * CONTROL_DT)
-        self.target_yaw = min(max(yaw, -YAW_LIMIT), YAW_LIMIT)
-        rotation = _rotation_error(self._tcp_xmat.tolist(), self.target_yaw)
+        self.target_yaw = yaw = min(max(yaw, -YAW_LIMIT), YAW_LIMIT)
         error = self._error
-        error[:] = (x - tcp_x, y - tcp_y, z - tcp_z, *rotation)
+        error[:] = (x - tcp_x, y - tcp_y, z - tcp_z, *_rotation_error(self._tcp_xmat.tolist(), yaw))
 
-        jac, jac_t, gram, task, posture, joints = (
-            self._arm_jac,
-            self._arm_jac_t,
-            self._gram,
-            self._task,
-            self._posture,
-            self._joints,
-        )
-        mujoco.mj_jacSite(world.model, data, self._jacp, self._jacr, world.tcp_site)
+        jac, jac_t, gram, task, step, posture, joints = self._work
+        mujoco.mj_jacSite(self._model, self._data, self._jacp, self._jacr, self._tcp_site)
         q = self._q
         # posture = POSTURE_GAIN * (HOME_QPOS - q)
-        np.multiply(POSTURE_GAIN, np.subtract(HOME_QPOS, q, out=posture), out=posture)
+        np.multiply(POSTURE_GAIN, np.subtract(HOME_QPOS, q, posture), posture)
         # Null-space posture: dq = posture + J+ (error - J posture), with J+ the damped inverse.
-        np.add(np.matmul(jac, jac_t, out=gram), self._damping, out=gram)
+        np.add(np.matmul(jac, jac_t, gram), self._damping, gram)
         mujoco.mju_cholFactor(gram, 0.0)
-        np.subtract(error, np.matmul(jac, posture, out=task), out=task)
-        mujoco.mju_cholSolve(self._step, gram, task)
+        np.subtract(error, np.matmul(jac, posture, task), task)
+        mujoco.mju_cholSolve(step, gram, task)
         # ctrl = clip(q + (posture + J^T step), qlow, qhigh)
-        np.add(posture, np.matmul(jac_t, self._step, out=joints), out=joints)
-        np.add(q, joints, out=joints)
+        np.add(q, np.add(posture, np.matmul(jac_t, step, joints), joints), joints)
         np.minimum(np.maximum(joints, self._qlow, out=joints), self._qhigh, out=self._arm_ctrl)
         self._finger_ctrl.fill(FINGER_OPEN * (1.0 - grip) / 2)
 

@@ -86,7 +86,13 @@ class SceneState:
 
 
 def _horizontal(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    return float(a[0] - b[0]), float(a[1] - b[1])
+    (ax, ay, _), (bx, by, _) = a.tolist(), b.tolist()
+    return ax - bx, ay - by
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> float:
+    (ax, ay, az), (bx, by, bz) = a.tolist(), b.tolist()
+    return math.hypot(ax - bx, ay - by, az - bz)
 
 
 def _unit(table: dict[str, tuple[float, float]], key: str | None, what: str) -> tuple[float, float]:
@@ -120,14 +126,14 @@ def grasped(scene: SceneState, x: str) -> bool:
 def on_table(scene: SceneState, x: str) -> bool:
     """Whether x lies directly on the table: touching it with its centre half a block above it."""
     i = scene.index(x)
-    height = float(scene.block_pos[i, 2]) - TABLE_HEIGHT - scene.block_size / 2
+    height = scene.block_pos.item(i, 2) - TABLE_HEIGHT - scene.block_size / 2
     return bool(scene.touches_table[i]) and abs(height) <= ON_TABLE_Z_TOL
 
 
 def lifted(scene: SceneState, x: str, height: float = LIFT_HEIGHT) -> bool:
     """Whether x's bottom face is at least `height` above the table and x is off it."""
     i = scene.index(x)
-    bottom = float(scene.block_pos[i, 2]) - scene.block_size / 2
+    bottom = scene.block_pos.item(i, 2) - scene.block_size / 2
     return bottom >= TABLE_HEIGHT + height and not bool(scene.touches_table[i])
 
 
@@ -135,9 +141,10 @@ def on(scene: SceneState, x: str, y: str) -> bool:
     """Whether x rests on y alone: centred within 3 cm, one layer up, in contact, flat, unheld."""
     i, j = scene.index(x), scene.index(y)
     size = scene.block_size
-    dz = float(scene.block_pos[i, 2] - scene.block_pos[j, 2])
+    (xi, yi, zi), (xj, yj, zj) = scene.block_pos[i].tolist(), scene.block_pos[j].tolist()
+    dz = zi - zj
     return (
-        math.hypot(*_horizontal(scene.block_pos[i], scene.block_pos[j])) <= STACK_XY_TOL
+        math.hypot(xi - xj, yi - yj) <= STACK_XY_TOL
         and 0.5 * size <= dz <= 1.5 * size
         and bool(scene.block_contacts[i, j])
         and not bool(scene.touches_table[i])
@@ -171,7 +178,7 @@ def tower(scene: SceneState, colours: tuple[str, ...] | list[str]) -> bool:
 def gripper_clear(scene: SceneState, x: str) -> bool:
     """Whether the robot let go of x: no robot contact, TCP outside its padded bounding sphere."""
     i = scene.index(x)
-    gap = math.hypot(*(scene.tcp_pos - scene.block_pos[i]).tolist())
+    gap = _distance(scene.tcp_pos, scene.block_pos[i])
     radius = scene.block_size * math.sqrt(3.0) / 2 + CLEAR_DISTANCE
     return not bool(scene.touches_robot[i]) and gap >= radius
 
@@ -180,7 +187,7 @@ def reached(scene: SceneState, x: str) -> bool:
     """Whether the TCP hovers over x: horizontally near its centre, a little above its top face."""
     i = scene.index(x)
     dx, dy = _horizontal(scene.tcp_pos, scene.block_pos[i])
-    height = float(scene.tcp_pos[2] - scene.block_pos[i, 2]) - scene.block_size / 2
+    height = (scene.tcp_pos.item(2) - scene.block_pos.item(i, 2)) - scene.block_size / 2
     return math.hypot(dx, dy) <= REACH_XY_TOL and REACH_Z_RANGE[0] <= height <= REACH_Z_RANGE[1]
 
 

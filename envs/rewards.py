@@ -18,8 +18,7 @@ they hold, and the share in [0, 1) is the stack reward of the next block onto th
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from collections.abc import Sequence
 
 from gameon.envs.language import Instruction
 from gameon.envs.oracle import (
@@ -94,12 +93,17 @@ UNSTACK_ASIDE = 0.08
 """Horizontal distance from the bottom block at which an unstacked block may go down, m."""
 
 
-def _gap(a: np.ndarray, b: np.ndarray) -> float:
-    return math.hypot(float(a[0] - b[0]), float(a[1] - b[1]), float(a[2] - b[2]))
+def _centre(scene: SceneState, x: str) -> list[float]:
+    """Block x's centre as floats: the shaping below is scalar arithmetic, cheaper than numpy's."""
+    return scene.block_pos[scene.index(x)].tolist()
 
 
-def _across(a: np.ndarray, b: np.ndarray) -> float:
-    return math.hypot(float(a[0] - b[0]), float(a[1] - b[1]))
+def _gap(a: Sequence[float], b: Sequence[float]) -> float:
+    return math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def _across(a: Sequence[float], b: Sequence[float]) -> float:
+    return math.hypot(a[0] - b[0], a[1] - b[1])
 
 
 def _near(distance: float, gain: float) -> float:
@@ -116,26 +120,27 @@ def _held(scene: SceneState, x: str, i: int) -> bool:
 
 def _in_hand(scene: SceneState, x: str) -> bool:
     """Pinched by both fingers with its centre near the TCP (a grasp, not a fingertip press)."""
-    return grasped(scene, x) and _gap(scene.tcp_pos, scene.block_pos[scene.index(x)]) <= HOLD_REACH
+    return grasped(scene, x) and _gap(scene.tcp_pos.tolist(), _centre(scene, x)) <= HOLD_REACH
 
 
 def _clear_height(scene: SceneState, j: int) -> float:
-    top = float(scene.block_pos[j, 2]) + scene.block_size / 2 - TABLE_HEIGHT
+    top = scene.block_pos.item(j, 2) + scene.block_size / 2 - TABLE_HEIGHT
     return max(LIFT_HEIGHT, top + CLEAR_MARGIN)
 
 
 def _pick(scene: SceneState, x: str, height: float) -> tuple[int, float]:
     """Stage (reach, grasp, lift) and progress of picking x up until its bottom is at `height`."""
-    centre = scene.block_pos[scene.index(x)]
+    centre = _centre(scene, x)
     if _in_hand(scene, x):
-        bottom = float(centre[2]) - scene.block_size / 2 - TABLE_HEIGHT
+        bottom = centre[2] - scene.block_size / 2 - TABLE_HEIGHT
         return 2, _near(height + OVERSHOOT - bottom, FINE_GAIN)
     closed = (GRIPPER_WIDTH - scene.gripper_opening) / (GRIPPER_WIDTH - scene.block_size)
     closed = min(max(closed, 0.0), 1.0)
-    across = _across(scene.tcp_pos, centre)
-    if across <= GRASP_REACH and abs(float(scene.tcp_pos[2] - centre[2])) <= scene.block_size / 2:
+    tcp = scene.tcp_pos.tolist()
+    across = _across(tcp, centre)
+    if across <= GRASP_REACH and abs(tcp[2] - centre[2]) <= scene.block_size / 2:
         return 1, 0.5 * _near(across, FINE_GAIN) + 0.5 * closed
-    gap = _gap(scene.tcp_pos, centre)
+    gap = _gap(tcp, centre)
     return 0, _near(gap, COARSE_GAIN) * (1.0 - APPROACH_OPEN_SHARE * closed)
 
 
@@ -143,7 +148,7 @@ def _settle(scene: SceneState, x: str) -> float:
     """Progress of letting go of x: TCP out of its padded bounding sphere, robot off it, x still."""
     i = scene.index(x)
     radius = scene.block_size * math.sqrt(3.0) / 2 + CLEAR_DISTANCE
-    clear = min(_gap(scene.tcp_pos, scene.block_pos[i]) / radius, 1.0)
+    clear = min(_gap(scene.tcp_pos.tolist(), scene.block_pos[i].tolist()) / radius, 1.0)
     if scene.touches_robot[i]:
         clear *= 0.5
     lin = math.hypot(*scene.block_linvel[i].tolist())
@@ -154,9 +159,10 @@ def _settle(scene: SceneState, x: str) -> float:
 
 def _reach(scene: SceneState, x: str) -> float:
     """Hover: TCP toward the point HOVER_HEIGHT above x's top face."""
-    centre = scene.block_pos[scene.index(x)]
+    centre = _centre(scene, x)
     target = (centre[0], centre[1], centre[2] + scene.block_size / 2 + HOVER_HEIGHT)
-    return _staged(0, _near(_gap(scene.tcp_pos, target), COARSE_GAIN), len(STAGES["reach"]))
+    gap = _gap(scene.tcp_pos.tolist(), target)
+    return _staged(0, _near(gap, COARSE_GAIN), len(STAGES["reach"]))
 
 
 def _push(
@@ -167,13 +173,13 @@ def _push(
     if flags["displaced"] and flags["on_line"] and flags["on_table"]:
         return _staged(2, _settle(scene, x), stages)
     ux, uy = DIRECTION_VECTORS[direction]
-    centre = scene.block_pos[scene.index(x)]
+    centre = _centre(scene, x)
     behind = (centre[0] - ux * PRE_PUSH_OFFSET, centre[1] - uy * PRE_PUSH_OFFSET, centre[2])
-    gap = _gap(scene.tcp_pos, behind)
+    gap = _gap(scene.tcp_pos.tolist(), behind)
     if gap > PUSH_CONTACT_TOL:
         return _staged(0, _near(gap, COARSE_GAIN), stages)
-    origin = start.block_pos[start.index(x)]
-    dx, dy = float(centre[0] - origin[0]), float(centre[1] - origin[1])
+    origin = _centre(start, x)
+    dx, dy = centre[0] - origin[0], centre[1] - origin[1]
     along, drift = ux * dx + uy * dy, abs(ux * dy - uy * dx)
     pushed = _near(PUSH_DISTANCE + OVERSHOOT - along, FINE_GAIN)
     return _staged(1, pushed - LATERAL_PENALTY * math.tanh(FINE_GAIN * drift), stages)
@@ -186,13 +192,13 @@ def _place(scene: SceneState, x: str, y: str, side: str, flags: dict[str, bool])
         return _staged(5, _settle(scene, x), stages)
     i, j = scene.index(x), scene.index(y)
     ax, ay = SIDE_VECTORS[side]
-    anchor = scene.block_pos[j]
+    anchor = scene.block_pos[j].tolist()
     spot = (
         anchor[0] + ax * PLACE_SHAPING_OFFSET,
         anchor[1] + ay * PLACE_SHAPING_OFFSET,
         TABLE_HEIGHT + scene.block_size / 2,
     )
-    centre = scene.block_pos[i]
+    centre = scene.block_pos[i].tolist()
     across = _across(centre, spot)
     if _held(scene, x, i) and across <= PLACE_XY_TOL:
         return _staged(4, _near(_gap(centre, spot), FINE_GAIN), stages)
@@ -208,9 +214,9 @@ def _stack(scene: SceneState, x: str, y: str) -> float:
     if on(scene, x, y):
         return _staged(5, _settle(scene, x), stages)
     i, j = scene.index(x), scene.index(y)
-    top, below = scene.block_pos[i], scene.block_pos[j]
+    top, below = scene.block_pos[i].tolist(), scene.block_pos[j].tolist()
     across = _across(top, below)
-    rise = float(top[2] - below[2])
+    rise = top[2] - below[2]
     if _held(scene, x, i) and across <= STACK_XY_TOL and rise >= 0.5 * scene.block_size:
         seat = math.hypot(across, rise - scene.block_size)
         return _staged(4, _near(seat, FINE_GAIN), stages)
@@ -226,10 +232,10 @@ def _unstack(scene: SceneState, x: str, y: str, flags: dict[str, bool]) -> float
     if flags["off"] and flags["on_table"] and flags["apart"]:
         return _staged(5, _settle(scene, x), stages)
     i, j = scene.index(x), scene.index(y)
-    centre = scene.block_pos[i]
-    across = _across(centre, scene.block_pos[j])
+    centre = scene.block_pos[i].tolist()
+    across = _across(centre, scene.block_pos[j].tolist())
     if _held(scene, x, i) and across >= UNSTACK_ASIDE:
-        drop = float(centre[2]) - TABLE_HEIGHT - scene.block_size / 2
+        drop = centre[2] - TABLE_HEIGHT - scene.block_size / 2
         return _staged(4, _near(abs(drop), FINE_GAIN), stages)
     height = _clear_height(scene, j)
     if _in_hand(scene, x) and lifted(scene, x, height):
@@ -254,8 +260,7 @@ def _tower(scene: SceneState, colours: tuple[str, ...], built: bool) -> float:
     n = len(colours)
     level = n - 1 if built else min(levels_done(scene, colours), n - 1)
     if level == 0:
-        base = scene.block_pos[scene.index(colours[0])]
-        drop = float(base[2]) - TABLE_HEIGHT - scene.block_size / 2
+        drop = _centre(scene, colours[0])[2] - TABLE_HEIGHT - scene.block_size / 2
         share = PROGRESS_CAP * _near(abs(drop), FINE_GAIN)
     else:
         share = _stack(scene, colours[level], colours[level - 1])

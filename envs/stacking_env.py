@@ -106,6 +106,7 @@ class StackingEnv(gym.Env):
         observation["goal"] = spaces.Box(0.0, 1.0, (GOAL_SIZE,), np.float32)
         if obs_mode != "state":
             observation["pixels"] = spaces.Box(0, 255, (pixel_size, pixel_size, 3), np.uint8)
+        self._magnitude = np.zeros(state_size(len(self.colours)))
         self.observation_space = spaces.Dict(observation)
         self.action_space = spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
 
@@ -196,7 +197,8 @@ class StackingEnv(gym.Env):
         self.controller.apply([min(max(value, -1.0), 1.0) for value in values])
         mujoco.mj_step(world.model, world.data, nstep=N_SUBSTEPS)
         state = world.state_vector()
-        if world.unstable() or not np.maximum.reduce(np.abs(state)) <= STATE_BOUND:
+        magnitude = np.abs(state, self._magnitude)
+        if world.unstable() or not magnitude.item(magnitude.argmax()) <= STATE_BOUND:  # NaN too
             observation = {key: value.copy() for key, value in self._last_obs.items()}
             return observation, 0.0, False, True, self._info(None, unstable=True)
 

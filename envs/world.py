@@ -272,26 +272,26 @@ class World:
 
     def unstable(self) -> bool:
         """Whether the simulator raised a warning (bad contact, NaN, ...) since the last reset."""
-        return np.count_nonzero(self._assembly.warnings) > 0
+        return any(self._assembly.warnings.tolist())
 
     def state_vector(self) -> np.ndarray:
         """The `state` observation: proprioception, then per block pose, velocity and contacts.
 
-        Assembled in a preallocated buffer in a few numpy calls; the caller gets its own copy.
+        Assembled in a preallocated buffer in a few numpy calls (methods and positional outputs,
+        the cheapest calls, since this runs every step); the caller gets its own copy.
         """
-        data = self.data
         assembly = self._assembly
         state = assembly.state
         xx, _, _, yx, *_ = assembly.tcp_xmat.tolist()
         norm = math.hypot(xx, yx) or 1.0
         left, right = assembly.fingers.tolist()
         np.concatenate(assembly.live, out=assembly.source_values)
-        np.take(assembly.sources, assembly.gather, out=state, mode="clip")
-        if data.ncon:
-            pairs = data.contact.geom @ assembly.pair_key
-            state[assembly.contact_slots.take(pairs, axis=0)] = 1.0
+        assembly.sources.take(assembly.gather, None, state, "clip")
+        if self.data.ncon:
+            pairs = np.matmul(self.data.contact.geom, assembly.pair_key)
+            state[assembly.contact_slots.take(pairs, 0)] = 1.0
         state[17:20] = (yx / norm, xx / norm, left + right)
-        return state[:-1].copy()
+        return assembly.observed.copy()
 
     def live_scene(self) -> SceneState:
         """The oracle's scene of the last `state_vector()` call, as views of the world's buffers.
@@ -300,9 +300,9 @@ class World:
         caller done with it before then, like the env's step.
         """
         assembly = self._assembly
-        np.greater(assembly.flags, 0.5, out=assembly.contacts)
+        np.greater(assembly.flags, 0.5, assembly.contacts)
         scene = assembly.scene
-        object.__setattr__(scene, "gripper_opening", float(assembly.state[19]))  # frozen
+        object.__setattr__(scene, "gripper_opening", assembly.state.item(19))  # frozen
         return scene
 
 
@@ -325,6 +325,8 @@ class StateAssembly:
     """(ngeom, 1): a contact's geom pair (a, b) times this is a * ngeom + b."""
     state: np.ndarray
     """The state vector being assembled, plus a spare last entry for unused contact slots."""
+    observed: np.ndarray
+    """`state` without its spare entry: the observation."""
     flags: np.ndarray
     """(n, 4 + n) view of the contact flags in `state`."""
     contacts: np.ndarray
@@ -374,6 +376,7 @@ class StateAssembly:
             contact_slots=contact_slots,
             pair_key=np.array([model.ngeom, 1], np.int32),
             state=state,
+            observed=state[:-1],
             flags=blocks[:, 13:],
             contacts=contacts,
             scene=scene_from_state(state[:-1], colours, contacts),
