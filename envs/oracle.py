@@ -113,8 +113,9 @@ def upright(scene: SceneState, x: str) -> bool:
     """Whether some face normal of x is within 15 degrees of world z, i.e. x sits flat."""
     w, qx, qy, qz = scene.block_quat[scene.index(x)].tolist()
     norm2 = w * w + qx * qx + qy * qy + qz * qz
-    row = (2 * (qx * qz - w * qy), 2 * (qy * qz + w * qx), w * w + qz * qz - qx * qx - qy * qy)
-    return max(abs(r) for r in row) >= UPRIGHT_COS * norm2
+    # The third row of the block's rotation matrix, unnormalised: the face normals' z components.
+    zx, zy, zz = 2 * (qx * qz - w * qy), 2 * (qy * qz + w * qx), w * w + qz * qz - qx * qx - qy * qy
+    return max(abs(zx), abs(zy), abs(zz)) >= UPRIGHT_COS * norm2
 
 
 def grasped(scene: SceneState, x: str) -> bool:
