@@ -1,11 +1,11 @@
 """A recorded trajectory replays bit for bit: speed work on the env must not change what it returns.
 
-tests/data/trajectory_stack_tower.npz holds, for Stack-v0 and Tower-v0, a seeded reset, one
-episode of the scripted expert with action noise (so success, termination and every shaping stage
-occur), a reset without seed, then uniform random actions. The actions are stored, so the replay
-depends on the env alone. The reward mode does not change the motion, so the file keeps one copy
-of the observations, flags and instructions per env, and the rewards of both modes. Regenerate it
-(only for an intended change of behaviour) with
+tests/data/trajectory_skills.npz holds, for each skill's env (Reach-v0 to Tower-v0), a seeded
+reset, one episode of the scripted expert with action noise (so success, termination and every
+shaping stage occur), a reset without seed, then uniform random actions. The actions are stored,
+so the replay depends on the env alone. The reward mode does not change the motion, so the file
+keeps one copy of the observations, flags and instructions per env, and the rewards of both
+modes. Regenerate it (only for an intended change of behaviour) with
 `MUJOCO_GL=egl python tests/test_trajectory_replay.py`.
 
 Bitwise equality holds on one platform: another MuJoCo or NumPy version, or a CPU for which
@@ -26,9 +26,17 @@ import pytest
 import gameon.envs  # noqa: F401  (registers the GameOn/ ids)
 from gameon.envs.experts import make_expert
 
-DATA = Path(__file__).parent / "data" / "trajectory_stack_tower.npz"
-CASES = {"stack": ("GameOn/Stack-v0", 150), "tower": ("GameOn/Tower-v0", 250)}
-"""Name: env id and env steps (the Tower expert needs 210 of them at this seed)."""
+DATA = Path(__file__).parent / "data" / "trajectory_skills.npz"
+CASES = {
+    "reach": ("GameOn/Reach-v0", 100),
+    "lift": ("GameOn/Lift-v0", 120),
+    "push": ("GameOn/Push-v0", 150),
+    "place": ("GameOn/Place-v0", 150),
+    "stack": ("GameOn/Stack-v0", 150),
+    "unstack": ("GameOn/Unstack-v0", 150),
+    "tower": ("GameOn/Tower-v0", 250),
+}
+"""Name: env id and env steps, one case per skill (the Tower expert needs 210 at this seed)."""
 REWARD_MODES = ("sparse", "dense")
 SEED = 7
 EXPERT_NOISE = 0.1
