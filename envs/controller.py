@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import mujoco
 import numpy as np
@@ -72,6 +73,22 @@ def _track(target: float, speed: float, tcp: float, low: float, high: float) -> 
     return min(max(target + speed * _TARGET_STEP, tcp - LEASH, low), tcp + LEASH, high)
 
 
+class _Workspace(NamedTuple):
+    """The controller's preallocated arrays, unpacked at once each step."""
+
+    jac: np.ndarray
+    """The arm's 6x7 columns of the TCP Jacobian (a view of the full one)."""
+    jac_t: np.ndarray
+    gram: np.ndarray
+    """J J^T + damping, then its Cholesky factor."""
+    task: np.ndarray
+    """error - J posture."""
+    step: np.ndarray
+    """gram^-1 task."""
+    posture: np.ndarray
+    joints: np.ndarray
+
+
 class CartesianController:
     """Turns normalised actions in [-1, 1]^5 into actuator targets for one World."""
 
@@ -82,14 +99,14 @@ class CartesianController:
         jac = np.zeros((6, model.nv))
         self._jacp, self._jacr = jac[:3], jac[3:]
         arm_jac = jac[:, :7]
-        self._work = (
-            arm_jac,
-            arm_jac.T,
-            np.zeros((6, 6)),  # gram: J J^T + damping, then its Cholesky factor
-            np.zeros(6),  # task: error - J posture
-            np.zeros(6),  # step: gram^-1 task
-            np.zeros(7),  # posture
-            np.zeros(7),  # joints
+        self._work = _Workspace(
+            jac=arm_jac,
+            jac_t=arm_jac.T,
+            gram=np.zeros((6, 6)),
+            task=np.zeros(6),
+            step=np.zeros(6),
+            posture=np.zeros(7),
+            joints=np.zeros(7),
         )
         self._damping = DAMPING**2 * np.eye(6)
         self._error = np.zeros(6)

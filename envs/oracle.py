@@ -90,9 +90,16 @@ def _horizontal(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return ax - bx, ay - by
 
 
-def _distance(a: np.ndarray, b: np.ndarray) -> float:
-    (ax, ay, az), (bx, by, bz) = a.tolist(), b.tolist()
-    return math.hypot(ax - bx, ay - by, az - bz)
+def tcp_distance(scene: SceneState, i: int) -> float:
+    """Distance from the TCP to the centre of the block in row i, m."""
+    (tx, ty, tz), (bx, by, bz) = scene.tcp_pos.tolist(), scene.block_pos[i].tolist()
+    return math.hypot(tx - bx, ty - by, tz - bz)
+
+
+def clear_radius(scene: SceneState) -> float:
+    """The TCP is clear of a block beyond this distance from its centre: the block's bounding
+    sphere padded by CLEAR_DISTANCE, m."""
+    return scene.block_size * math.sqrt(3.0) / 2 + CLEAR_DISTANCE
 
 
 def _unit(table: dict[str, tuple[float, float]], key: str | None, what: str) -> tuple[float, float]:
@@ -179,9 +186,7 @@ def tower(scene: SceneState, colours: tuple[str, ...] | list[str]) -> bool:
 def gripper_clear(scene: SceneState, x: str) -> bool:
     """Whether the robot let go of x: no robot contact, TCP outside its padded bounding sphere."""
     i = scene.index(x)
-    gap = _distance(scene.tcp_pos, scene.block_pos[i])
-    radius = scene.block_size * math.sqrt(3.0) / 2 + CLEAR_DISTANCE
-    return not bool(scene.touches_robot[i]) and gap >= radius
+    return not bool(scene.touches_robot[i]) and tcp_distance(scene, i) >= clear_radius(scene)
 
 
 def reached(scene: SceneState, x: str) -> bool:

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 from gameon.envs.language import Instruction
 from gameon.envs.oracle import (
-    CLEAR_DISTANCE,
     DIRECTION_VECTORS,
     LIFT_HEIGHT,
     PUSH_DISTANCE,
@@ -32,11 +31,13 @@ from gameon.envs.oracle import (
     STACK_XY_TOL,
     TABLE_HEIGHT,
     SceneState,
+    clear_radius,
     evaluate,
     grasped,
     lifted,
     on,
     on_table,
+    tcp_distance,
 )
 
 _PICK = ("reach", "grasp", "lift")
@@ -120,7 +121,7 @@ def _held(scene: SceneState, x: str, i: int) -> bool:
 
 def _in_hand(scene: SceneState, x: str) -> bool:
     """Pinched by both fingers with its centre near the TCP (a grasp, not a fingertip press)."""
-    return grasped(scene, x) and _gap(scene.tcp_pos.tolist(), _centre(scene, x)) <= HOLD_REACH
+    return grasped(scene, x) and tcp_distance(scene, scene.index(x)) <= HOLD_REACH
 
 
 def _clear_height(scene: SceneState, j: int) -> float:
@@ -147,8 +148,7 @@ def _pick(scene: SceneState, x: str, height: float) -> tuple[int, float]:
 def _settle(scene: SceneState, x: str) -> float:
     """Progress of letting go of x: TCP out of its padded bounding sphere, robot off it, x still."""
     i = scene.index(x)
-    radius = scene.block_size * math.sqrt(3.0) / 2 + CLEAR_DISTANCE
-    clear = min(_gap(scene.tcp_pos.tolist(), scene.block_pos[i].tolist()) / radius, 1.0)
+    clear = min(tcp_distance(scene, i) / clear_radius(scene), 1.0)
     if scene.touches_robot[i]:
         clear *= 0.5
     lin = math.hypot(*scene.block_linvel[i].tolist())

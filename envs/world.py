@@ -367,7 +367,8 @@ class StateAssembly:
             gather[start + 7 : start + 13] = nq + 9 + 6 * j + np.arange(6)
         sources = np.zeros(zero + 1)
         state = np.zeros(len(gather))
-        blocks = state[PROPRIO_SIZE:-1].reshape(n, row)
+        observed = state[:-1]
+        blocks = observed[PROPRIO_SIZE:].reshape(n, row)
         contacts = np.zeros((n, 4 + n), bool)
         return cls(
             sources=sources,
@@ -376,10 +377,10 @@ class StateAssembly:
             contact_slots=contact_slots,
             pair_key=np.array([model.ngeom, 1], np.int32),
             state=state,
-            observed=state[:-1],
+            observed=observed,
             flags=blocks[:, 13:],
             contacts=contacts,
-            scene=scene_from_state(state[:-1], colours, contacts),
+            scene=scene_from_state(observed, colours, contacts),
             live=(data.qpos, data.qvel, data.site_xpos[tcp]),
             tcp_xmat=data.site_xmat[tcp],
             fingers=data.qpos[7:9],
