@@ -4,7 +4,8 @@ PPO steps/s.
 
 Run: MUJOCO_GL=egl python -m pytest -m benchmark -s tests/test_speed.py
 or:  MUJOCO_GL=egl python tests/test_speed.py   (prints the figures as Markdown tables;
-     add --overhead-only for the env.step / physics table alone)
+     add --overhead-only for the env.step / physics table alone, --ablation for what the
+     overhead would be with parts of the step made free)
 Figures depend on the machine and on what else runs on it; each is a median over rounds.
 """
 
@@ -17,7 +18,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from unittest import mock
 
 import gymnasium as gym
 import mujoco
@@ -26,6 +29,8 @@ import pytest
 from test_vector_env import VARIANTS, loadavg, measure
 
 import gameon.envs  # noqa: F401  (registers the GameOn/ ids)
+from gameon.envs import oracle, rewards
+from gameon.envs.controller import CartesianController
 from gameon.envs.world import N_SUBSTEPS
 
 ENV_ID = "GameOn/Stack-v0"
@@ -253,7 +258,48 @@ def print_overhead_table(rounds: int = ROUNDS) -> list[Overhead]:
     return measured
 
 
+_NEVER_DONE = {"success": False}
+_FREE_ORACLE = (
+    (oracle, "evaluate", lambda *args: _NEVER_DONE),
+    (rewards, "dense_reward", lambda *args: 0.0),
+)
+_FREE_CONTROLLER = ((CartesianController, "apply", lambda self, action: None),)
+ABLATIONS: dict[str, tuple[tuple[object, str, Callable], ...]] = {
+    "as it is": (),
+    "oracle and reward free": _FREE_ORACLE,
+    "controller free": _FREE_CONTROLLER,
+    "both free": _FREE_ORACLE + _FREE_CONTROLLER,
+}
+"""`--ablation`: parts of env.step replaced by no-ops, so the overhead left is what the rest costs
+in the step's own loop (caches included). Without its controller the arm holds still; the ratio
+is still over the physics the env ran (its ctrl replayed)."""
+
+
+def print_ablation_table(rounds: int = ROUNDS) -> None:
+    """Print env.step's overhead over its physics with each ABLATIONS entry, rounds interleaved."""
+    print(f"load average before: {loadavg()}")
+    print("| env, reward | parts made free | overhead us | env / replay |")
+    print("| --- | --- | --- | --- |")
+    for env_id, reward_mode in OVERHEAD_CASES:
+        measured: dict[str, list[Overhead]] = {name: [] for name in ABLATIONS}
+        for _ in range(rounds):
+            for name, stand_ins in ABLATIONS.items():
+                with contextlib.ExitStack() as stack:
+                    for owner, attribute, stand_in in stand_ins:
+                        stack.enter_context(mock.patch.object(owner, attribute, stand_in))
+                    measured[name].append(step_overhead(env_id, reward_mode, rounds=1))
+        for name, figures in measured.items():
+            overhead = statistics.median(f.env_us - f.replay_us for f in figures)
+            ratio = statistics.median(f.replay_ratio for f in figures)
+            label = f"{env_id.removeprefix('GameOn/')} {reward_mode}"
+            print(f"| {label} | {name} | {overhead:.1f} | {ratio:.3f} |", flush=True)
+    print(f"load average after: {loadavg()}; medians over {rounds} interleaved rounds")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--ablation"]:
+        print_ablation_table()
+        sys.exit()
     overhead = print_overhead_table()[OVERHEAD_CASES.index((ENV_ID, "sparse"))]
     if sys.argv[1:] == ["--overhead-only"]:
         sys.exit()
