@@ -101,13 +101,43 @@ def checkpoint_evidence(checkpoint: str | Path) -> dict[str, str]:
 
 
 def platform_info() -> dict[str, str]:
-    """The machine a run ran on, as far as floating point results depend on it."""
+    """The machine a run ran on, as far as floating point results depend on it: besides the CPU,
+    the kernels NumPy's BLAS and torch picked for it, which environment variables can change
+    (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY)."""
     return {
         "system": platform.system(),
         "machine": platform.machine(),
         "python": platform.python_version(),
         "cpu": _cpu_model(),
+        "numpy_blas": numpy_blas_fingerprint(),
+        "torch_cpu": _torch_cpu_capability(),
     }
+
+
+def numpy_blas_fingerprint() -> str:
+    """How NumPy's BLAS rounds the env controller's products (J J^T, J v, J^T w for a 6x7 arm
+    Jacobian that is a column slice of a wider one) over seeded random draws: 16 hex digits.
+
+    OpenBLAS's AVX-512 and AVX2 kernels round them differently, and so give other trajectories.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    digest = hashlib.sha256()
+    for _ in range(64):
+        jacobian = rng.normal(size=(6, 16))[:, :7]
+        digest.update(np.matmul(jacobian, jacobian.T).tobytes())
+        digest.update(np.matmul(jacobian, rng.normal(size=7)).tobytes())
+        digest.update(np.matmul(jacobian.T, rng.normal(size=6)).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _torch_cpu_capability() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "no torch"
+    return torch.backends.cpu.get_cpu_capability()
 
 
 def versions() -> dict[str, str | None]:

@@ -204,7 +204,8 @@ class RunRecord(StrictModel):
     training: Training | None = None
     """what the training read (None in records made before it was kept)"""
     platform: dict[str, str] | None = None
-    """the machine: system, machine, python and CPU model (gameon.integrity.platform_info)"""
+    """the machine: system, machine, python, CPU model and, in records since they were kept, the
+    kernels NumPy's BLAS and torch used (gameon.integrity.platform_info)"""
     extra: dict[str, Any] = Field(default_factory=dict)
     """protocol-specific details that no aggregate reads (e.g. collect: why it stopped)"""
 

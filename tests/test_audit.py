@@ -6,18 +6,23 @@ and the run re-done, never trained on."""
 from __future__ import annotations
 
 import json
+import os
+import platform
 import random
 import shutil
+import subprocess
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
-from gameon.benchmark.audit import audit_entry  # noqa: E402
+from gameon.benchmark.audit import audit_entry, comparison_mode  # noqa: E402
 from gameon.benchmark.leaderboard import read_board, submit  # noqa: E402
 from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
 from gameon.integrity import (  # noqa: E402
@@ -259,6 +264,38 @@ def test_another_machine_is_compared_within_the_stated_tolerance(entry, tmp_path
     assert "1.96 * sqrt(2 p (1 - p) / n)" in audit.tolerance and audit.audited
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("numpy_blas", "0123456789abcdef"), ("torch_cpu", "another capability")],
+)
+def test_other_numeric_kernels_on_the_same_cpu_are_another_machine(entry, key, value) -> None:
+    board, _, _ = entry
+    run = read_board(board).entries[0].runs[0]
+    record = RunRecord.model_validate_json((board / run.record).read_text())
+    assert comparison_mode(record) == ("bitwise", [])
+    kernels_changed = record.model_copy(update={"platform": {**record.platform, key: value}})
+    mode, reasons = comparison_mode(kernels_changed)
+    assert mode == "tolerance"
+    assert reasons == [f"another machine ({key} {value!r} vs {record.platform[key]!r} here)"]
+
+
+@pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64") or "openblas" not in str(np.show_config("dicts")),
+    reason="forces one of OpenBLAS's x86 kernels",
+)
+def test_the_blas_fingerprint_tells_openblas_kernels_apart() -> None:
+    def fingerprint(coretype: str) -> str:
+        command = "from gameon.integrity import numpy_blas_fingerprint as f; print(f())"
+        env = {**os.environ, "OPENBLAS_CORETYPE": coretype}
+        result = subprocess.run(
+            [sys.executable, "-c", command], env=env, capture_output=True, text=True, check=True
+        )
+        return result.stdout.strip()
+
+    assert fingerprint("Haswell") == fingerprint("Haswell")
+    assert fingerprint("Haswell") != fingerprint("Sandybridge")
+
+
 def test_a_truncated_file_in_the_audit_folder_is_reported_and_redone(entry, tmp_path) -> None:
     _, entry_id, work = entry
     board = _board_copy(entry, tmp_path)
@@ -323,7 +360,7 @@ def test_records_carry_the_evidence_and_the_training_config(entry) -> None:
     assert record.training.config == asdict(replace(TINY, seed=0))
     assert record.training.learner_args["num_updates"] == TINY.num_updates
     assert record.training.env_kwargs == {"max_episode_steps": 2000, "terminate_on_success": False}
-    assert set(record.platform) == {"system", "machine", "python", "cpu"}
+    assert set(record.platform) == {"system", "machine", "python", "cpu", "numpy_blas", "torch_cpu"}
 
 
 def test_bad_audit_arguments_name_the_accepted_forms(entry, tmp_path) -> None:

@@ -18,7 +18,6 @@ the code before a change, then test after.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import gymnasium as gym
@@ -28,6 +27,7 @@ import pytest
 
 import gameon.envs  # noqa: F401  (registers the GameOn/ ids)
 from gameon.envs.experts import make_expert
+from gameon.integrity import numpy_blas_fingerprint
 
 DATA = Path(__file__).parent / "data" / "trajectory_skills.npz"
 CASES = {
@@ -117,22 +117,9 @@ def versions() -> str:
     return f"mujoco {mujoco.__version__}, numpy {np.__version__}"
 
 
-def blas_fingerprint() -> str:
-    """How this machine's BLAS rounds the controller's products: J J^T, J v and J^T w for a 6x7
-    arm Jacobian that is a column slice of a wider one, over seeded random draws."""
-    rng = np.random.default_rng(0)
-    digest = hashlib.sha256()
-    for _ in range(64):
-        jacobian = rng.normal(size=(6, 16))[:, :7]
-        digest.update(np.matmul(jacobian, jacobian.T).tobytes())
-        digest.update(np.matmul(jacobian, rng.normal(size=7)).tobytes())
-        digest.update(np.matmul(jacobian.T, rng.normal(size=6)).tobytes())
-    return digest.hexdigest()[:16]
-
-
 def regenerate(path: Path = DATA) -> None:
     """Record every case with the current env and write them to `path`."""
-    arrays = {"versions": np.array(versions()), "blas": np.array(blas_fingerprint())}
+    arrays = {"versions": np.array(versions()), "blas": np.array(numpy_blas_fingerprint())}
     for name, (env_id, steps) in CASES.items():
         recording = record(env_id, steps)
         for mode in REWARD_MODES:
@@ -169,10 +156,11 @@ def test_the_recording_covers_success_termination_resets_and_random_steps(record
 def test_recorded_trajectory_replays_bitwise(recorded, name, reward_mode):
     if str(recorded["versions"]) != versions():
         pytest.skip(f"recorded under {recorded['versions']}, running under {versions()}")
-    if str(recorded["blas"]) != blas_fingerprint():
+    here = numpy_blas_fingerprint()
+    if str(recorded["blas"]) != here:
         pytest.skip(
             "this machine's BLAS rounds the controller's matrix products differently from the "
-            f"recording machine's (fingerprint {blas_fingerprint()}, recorded {recorded['blas']})"
+            f"recording machine's (fingerprint {here}, recorded {recorded['blas']})"
         )
     env_id, _ = CASES[name]
     replayed = replay(env_id, reward_mode, recorded[f"{name}__action"])
