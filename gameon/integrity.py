@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import gameon
 
 CHUNK = 1 << 20
@@ -120,8 +122,6 @@ def numpy_blas_fingerprint() -> str:
 
     OpenBLAS's AVX-512 and AVX2 kernels round them differently, and so give other trajectories.
     """
-    import numpy as np
-
     rng = np.random.default_rng(0)
     digest = hashlib.sha256()
     for _ in range(64):

@@ -281,6 +281,7 @@ def print_ablation_table(rounds: int = ROUNDS) -> None:
     print("| env, reward | parts made free | overhead us | env / replay |")
     print("| --- | --- | --- | --- |")
     for env_id, reward_mode in OVERHEAD_CASES:
+        label = f"{env_id.removeprefix('GameOn/')} {reward_mode}"
         measured: dict[str, list[Overhead]] = {name: [] for name in ABLATIONS}
         for _ in range(rounds):
             for name, stand_ins in ABLATIONS.items():
@@ -291,7 +292,6 @@ def print_ablation_table(rounds: int = ROUNDS) -> None:
         for name, figures in measured.items():
             overhead = statistics.median(f.env_us - f.replay_us for f in figures)
             ratio = statistics.median(f.replay_ratio for f in figures)
-            label = f"{env_id.removeprefix('GameOn/')} {reward_mode}"
             print(f"| {label} | {name} | {overhead:.1f} | {ratio:.3f} |", flush=True)
     print(f"load average after: {loadavg()}; medians over {rounds} interleaved rounds")
 
