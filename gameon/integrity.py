@@ -13,6 +13,7 @@ one seed in different folders save byte-different files with identical weights.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -116,11 +117,13 @@ def platform_info() -> dict[str, str]:
     }
 
 
+@functools.cache
 def numpy_blas_fingerprint() -> str:
     """How NumPy's BLAS rounds the env controller's products (J J^T, J v, J^T w for a 6x7 arm
     Jacobian that is a column slice of a wider one) over seeded random draws: 16 hex digits.
 
     OpenBLAS's AVX-512 and AVX2 kernels round them differently, and so give other trajectories.
+    OpenBLAS picks its kernels once, when it loads, so the result is computed once a process.
     """
     rng = np.random.default_rng(0)
     digest = hashlib.sha256()
