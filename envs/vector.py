@@ -365,11 +365,16 @@ class SharedMemoryVectorEnv(VectorEnv):
         if mask[: self.local.stop].any():
             local = self._run_local(self.local.reset, *request(self.local))
         reset_infos: list[tuple[int, dict[str, Any]]] = []
+
+        def keep(slice_infos: list[tuple[int, dict[str, Any]]]) -> None:
+            for env_index, info in slice_infos:
+                self._env_infos[env_index] = info
+            reset_infos.extend(slice_infos)
+
         self._infos = None
-        self._receive(busy, "reset", apply=reset_infos.extend, local=local)
+        self._receive(busy, "reset", apply=keep, local=local)
         infos: dict[str, Any] = {}
         for env_index, info in sorted(reset_infos, key=lambda item: item[0]):
-            self._env_infos[env_index] = info
             infos = self._add_info(infos, info, env_index)
         return self._observations(), infos
 

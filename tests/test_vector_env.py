@@ -258,6 +258,23 @@ def test_an_env_exception_is_raised_in_the_parent_and_the_env_stays_usable() -> 
             envs.step(np.zeros(5, np.float32))
 
 
+def test_after_a_reset_that_fails_in_one_slice_the_infos_are_sync_s() -> None:
+    """The slices that did reset report their new episode's info, as SyncVectorEnv does."""
+    reach = "GameOn/Reach-v0"
+    shared = make_vec(reach, 2, workers=2, vector_kwargs={"context": "fork"})
+    sync = gym.make_vec(reach, num_envs=2, vectorization_mode="sync")
+    infos = []
+    for envs in (shared, sync):
+        with closing(envs):
+            envs.reset(seed=[0, 1], options={"instruction": "reach the red block"})
+            envs.step(np.zeros((2, 5), np.float32))
+            with pytest.raises(gym.error.Error, match="Seed must be"):
+                envs.reset(seed=[0, -1], options={"instruction": "reach the blue block"})
+            infos.append(envs.step(np.zeros((2, 5), np.float32))[-1]["instruction"].tolist())
+    assert infos[0] == infos[1]
+    assert infos[0][0] == "move the gripper above the blue block"
+
+
 # -- benchmark ---------------------------------------------------------------------------------
 
 BENCH_ENV_ID = "GameOn/Stack-v0"
