@@ -549,11 +549,14 @@ def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineDat
         }  # fmt: skip
         first_segment = 0
         for episode in dataset.iterate_episodes():  # infos beyond what is read here are ignored
-            flat = flat_observation(episode.observations)
+            states, goals = episode.observations["state"], episode.observations["goal"]
             length = len(episode.rewards)
-            skill = np.argmax(episode.observations["goal"][:length, : len(language.SKILLS)], 1)
-            columns["observations"].append(flat[:-1])
-            columns["next_observations"].append(flat[1:])
+            skill = np.argmax(goals[:length, : len(language.SKILLS)], 1)
+            columns["observations"].append(flat_observation({"state": states, "goal": goals})[:-1])
+            # A skill sequence records its next skill's goal in a segment's last observation: the
+            # next observation keeps the transition's own goal, so a bootstrap values this task.
+            next_observation = {"state": states[1:], "goal": goals[:-1]}
+            columns["next_observations"].append(flat_observation(next_observation))
             columns["actions"].append(np.asarray(episode.actions, np.float32))
             columns["rewards"].append(np.asarray(episode.rewards, np.float32))
             columns["terminals"].append(np.asarray(episode.terminations, bool))

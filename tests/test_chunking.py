@@ -367,3 +367,51 @@ def test_tiny_chunked_bc_run_trains_and_evaluates(root: Path, tmp_path: Path) ->
     assert [e.success for e in again.episodes] == [
         e["success"] for e in saved["eval"]["episodes"]
     ], "the reloaded policy reproduces the run's evaluation"
+
+
+def test_next_observations_keep_the_transition_s_own_goal(tmp_path: Path) -> None:
+    """A skill sequence records the next skill's goal in a segment's last observation (as the
+    embodiment does); the transition's next observation must still carry its own goal, so that
+    IQL's bootstrap values the task the step was taken for."""
+    env = gym.make("GameOn/MultiSkill-v0")
+    observation, _ = env.reset(seed=0, options={"instruction": "pick up the red block"})
+    observations, actions, truncations = [observation], [], []
+    for instruction in ("pick up the red block", "move the gripper above the blue block"):
+        observations[-1] = env.unwrapped.set_instruction(instruction)
+        for _ in range(3):
+            actions.append(np.zeros(5, np.float32))
+            observations.append(env.step(actions[-1])[0])
+            truncations.append(False)
+        truncations[-1] = True
+    steps = len(actions)
+    buffer = EpisodeBuffer(
+        id=0,
+        seed=0,
+        options={},
+        observations={key: np.stack([o[key] for o in observations]) for key in ("state", "goal")},
+        actions=np.stack(actions),
+        rewards=np.zeros(steps),
+        terminations=np.zeros(steps, bool),
+        truncations=np.array(truncations),
+        infos={"success": np.zeros(steps, bool)},
+    )
+    with datasets.datasets_root(tmp_path):
+        dataset = minari.create_dataset_from_buffers(
+            dataset_id="gameon/two-skills-v0",
+            buffer=[buffer],
+            env=env,
+            algorithm_name="test",
+            author="test",
+            author_email="n/a",
+            code_permalink="n/a",
+            description="a skill sequence",
+        )
+        dataset.storage.update_metadata({"gameon": {"env_id": "GameOn/MultiSkill-v0"}})
+    env.close()
+
+    data = datasets.load("gameon/two-skills-v0", tmp_path)
+    state = slice(0, env.observation_space["state"].shape[0])
+    goal = slice(state.stop, state.stop + env.observation_space["goal"].shape[0])
+    np.testing.assert_array_equal(data.next_observations[:, goal], data.observations[:, goal])
+    np.testing.assert_array_equal(data.next_observations[:-1, state], data.observations[1:, state])
+    assert data.timeouts[2] and not data.terminals[2], "the first skill's last step bootstraps"
