@@ -52,7 +52,7 @@ from pydantic import (
 from gameon.envs import ENV_IDS
 from gameon.experimenter.curricula import CURRICULA
 from gameon.experimenter.loop import LEARNERS as COLLECT_LEARNERS
-from gameon.experimenter.vlm.factory import BACKENDS
+from gameon.experimenter.vlm.factory import BACKENDS, vlm_label
 
 try:
     import tomllib
@@ -90,10 +90,11 @@ class CurriculumSpec:
 
     @property
     def label(self) -> str:
-        """How results are labelled: "vlm[rules]" for the VLM curriculum, else the slug."""
+        """The `curriculum_label` of its runs' records, by which reports and the leaderboard
+        group them: the name, or for vlm its backend and model (e.g. "vlm[rules]")."""
         if self.name == "vlm":
-            return f"vlm[{self.options.get('backend', 'rules')}]"
-        return self.slug
+            return vlm_label(self.options.get("backend", "rules"), self.options.get("model"))
+        return self.name
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, **self.options}
@@ -333,6 +334,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "matrix") -> MatrixSpec
                 )
             )
             _check_protocol(parts[-1], where)
+    _check_labels(parts)
     return MatrixSpec(matrix.name, matrix.description, tuple(parts), tuple(dict.fromkeys(notes)))
 
 
@@ -353,6 +355,22 @@ def _check_protocol(part: ProtocolSpec, where: str) -> None:
             f"{where}: the vlm option max_cost (spending cap) applies to collect runs only; "
             "ppo and sac have no cap yet: give [online] its own curricula without max_cost"
         )
+
+
+def _check_labels(parts: list[ProtocolSpec]) -> None:
+    """Refuse two curricula of a protocol that differ only in options their records do not
+    label: reports and the leaderboard group runs by label and would pool the two."""
+    for protocol in PROTOCOLS:
+        by_label: dict[str, str] = {}
+        for curriculum in (c for p in parts if p.protocol == protocol for c in p.curricula):
+            slug = by_label.setdefault(curriculum.label, curriculum.slug)
+            if slug != curriculum.slug:
+                raise ValueError(
+                    f"[{protocol}] curricula {slug} and {curriculum.slug} would both be labelled "
+                    f"{curriculum.label!r} in their run records, and reports and the leaderboard "
+                    "group runs by that label, pooling the two; run them as separate matrices "
+                    "(each with its own results directory)"
+                )
 
 
 def _curricula(tables: list[Any], where: str, notes: list[str]) -> tuple[CurriculumSpec, ...]:

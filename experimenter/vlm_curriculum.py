@@ -48,7 +48,7 @@ from gameon.experimenter.vlm.backend import (
     Usage,
     VLMError,
 )
-from gameon.experimenter.vlm.factory import cost_usd, make_backend, usd
+from gameon.experimenter.vlm.factory import cost_usd, make_backend, usd, vlm_label
 
 log = logging.getLogger(__name__)
 Camera = Callable[[int], ImageLike]
@@ -183,8 +183,9 @@ class VLMCurriculum(Curriculum):
 
     @property
     def label(self) -> str:
-        """How results of this curriculum are labelled, e.g. "vlm[rules]"."""
-        return f"vlm[{self.backend.name}]"
+        """How results of this curriculum are labelled: "vlm[rules]", "vlm[replay]", or the
+        backend and its model, e.g. "vlm[gemini:gemini-2.5-flash]", so two models never pool."""
+        return vlm_label(self.backend.name, self.backend.model)
 
     def use_library(self, library: SkillLibrary) -> None:
         """Describe the collect run's skill library to the model from now on (it grows)."""

@@ -153,6 +153,24 @@ def test_curriculum_options_slug_label_and_mapping():
     assert run_config(runs[0]).curriculum == "vlm"
 
 
+def test_curricula_that_records_would_label_alike_are_refused():
+    """Reports and the leaderboard group runs by the record's label, so two curricula that
+    differ only in options it does not show would be pooled into one row."""
+    rules = {"name": "vlm", "backend": "rules"}
+    with pytest.raises(
+        ValueError, match=r"vlm-rules and vlm-False-rules would both be .*vlm\[rules\]"
+    ):
+        parse_spec(tiny(curricula=[rules, {**rules, "add_skills": False}]))
+    spec = tiny()
+    section = spec.pop("online")
+    spec["online"] = [section, {**section, "curricula": [{"name": "fixed", "tasks": "targets"}]}]
+    with pytest.raises(ValueError, match="fixed and fixed-targets would both be labelled 'fixed'"):
+        parse_spec(spec)
+    models = [{"name": "vlm", "backend": "openai", "model": m} for m in ("gpt-4o", "llama3")]
+    labels = {r.curriculum.label for r in expand(parse_spec(tiny(curricula=models)))}
+    assert labels == {"vlm[openai:gpt-4o]", "vlm[openai:llama3]"}, "two models are two rows"
+
+
 def test_vlm_auto_backend_depends_on_the_key(monkeypatch):
     for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(variable, raising=False)

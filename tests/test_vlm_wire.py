@@ -148,7 +148,8 @@ def test_good_answer_becomes_the_proposal(
     assert usage["completion_tokens"] == 20 and usage["fallbacks"] == 0
     if provider.name == "openai":
         assert usage["cost_usd"] == pytest.approx((100 * 0.15 + 20 * 0.60) / 1e6)
-    assert vlm.label == f"vlm[{provider.name}]"
+    model = "gpt-4o-mini" if provider.name == "openai" else GEMINI_MODEL
+    assert vlm.label == f"vlm[{provider.name}:{model}]", "two models of a backend never pool"
     assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
 
 

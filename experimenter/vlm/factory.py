@@ -18,6 +18,14 @@ PRICES_TOML = Path(__file__).with_name("prices.toml")
 FREE_BACKENDS = ("rules", "replay")
 
 
+def vlm_label(backend: str, model: str | None = None) -> str:
+    """How the VLM curriculum's results are labelled: "vlm[rules]" and "vlm[replay]", else the
+    backend and its model (the default one if None), e.g. "vlm[gemini:gemini-2.5-flash]"."""
+    if backend in FREE_BACKENDS:
+        return f"vlm[{backend}]"
+    return f"vlm[{backend}:{model or DEFAULT_MODELS[backend]}]"
+
+
 def make_backend(
     name: str,
     model: str | None = None,
