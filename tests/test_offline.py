@@ -151,6 +151,17 @@ def test_bad_dataset_ids_and_sizes_raise_value_errors(root: Path) -> None:
     assert f"expects {flat_size(four_blocks.observation_space)}" in message
 
 
+@pytest.mark.parametrize("learner", [bc, iql])
+def test_an_env_id_that_is_not_gameon_s_is_a_value_error(
+    learner, root: Path, tmp_path: Path
+) -> None:
+    args = learner.Args(
+        dataset_id=REACH, datasets_path=str(root), env_id="CartPole-v1", run_dir=str(tmp_path)
+    )
+    with pytest.raises(ValueError, match="unknown env id 'CartPole-v1'; the GameOn ids: GameOn/"):
+        learner.train(args)
+
+
 def check_run(summary: dict, algo: str, env_id: str) -> dict:
     """The files every offline run writes, and a usable checkpoint."""
     run_dir = Path(summary["run_dir"])
