@@ -286,3 +286,25 @@ def test_replay_reproduces_recorded_run(tmp_path: Path) -> None:
     with pytest.raises(VLMError, match="module 'decompose'"):
         replay.generate("First", [image()], Plan, module="decompose")  # answers used up
     assert_no_secret(tmp_path)
+
+
+def test_an_entry_written_after_a_torn_line_is_kept_and_replayed(tmp_path: Path) -> None:
+    srv = FakeServer()
+    srv.script(good("reach", 1), good("lift", 2))
+    backend = make_backend(srv, tmp_path)
+    backend.generate("Premier café", [], Plan, module="decompose")
+    path = tmp_path / "transcript.jsonl"
+    line = path.read_bytes().splitlines()[0]
+    with open(path, "ab") as f:  # killed while writing the next entry, inside the "é"
+        f.write(line[: line.index("é".encode()) + 1])
+    backend.generate("Second", [], Plan, module="analyse")
+    srv.close()
+    entries = Transcript(tmp_path).entries()
+    assert [(e["module"], e["parsed"]["steps"]) for e in entries] == [
+        ("decompose", 1),
+        ("analyse", 2),
+    ]
+    replay = ReplayBackend(tmp_path)
+    assert replay.generate("Second", [], Plan, module="analyse").steps == 2
+    assert replay.generate("Premier café", [], Plan, module="decompose").steps == 1
+    assert replay.order_matches == 0

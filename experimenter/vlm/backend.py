@@ -141,28 +141,62 @@ class Transcript:
         return digest
 
     def append(self, entry: dict[str, Any]) -> None:
-        """Append one redacted entry as a JSON line, flushed and fsynced."""
+        """Append one redacted entry as a JSON line, flushed and fsynced.
+
+        A file left ending mid-line (a write torn off by a kill) gets a newline first, so the
+        entry gets a line of its own: the fragment stays as an unreadable line that readers
+        skip, and every complete entry before and after it stays readable.
+        """
         line = json.dumps(_redact_obj(entry, self._secrets), ensure_ascii=False)
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with self._lock:
+            start = "\n" if _ends_mid_line(self.path) else ""
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(start + line + "\n")
+                f.flush()
+                os.fsync(f.fileno())
 
     def entries(self) -> list[dict[str, Any]]:
-        """Read all entries back (a torn last line is skipped)."""
-        if not self.path.exists():
-            return []
-        out = []
-        with open(self.path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-        return out
+        """Read all entries back (torn lines are skipped, see read_entries)."""
+        return read_entries(self.path)
+
+    def usage(self) -> Usage:
+        """The token usage of every call recorded, summed (cached answers recorded none)."""
+        total = Usage()
+        for entry in self.entries():
+            usage = entry.get("usage") or {}
+            total = total + Usage(
+                int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            )
+        return total
+
+
+def read_entries(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of a transcript.jsonl; a line torn by a kill mid-write is skipped, not fatal."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_bytes().split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def _ends_mid_line(path: Path) -> bool:
+    """Whether the file exists, is not empty and its last byte is not a newline."""
+    if not path.exists():
+        return False
+    with open(path, "rb") as f:
+        if f.seek(0, os.SEEK_END) == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
 
 
 class Backend(ABC):

@@ -10,14 +10,19 @@ decisions they lead to stay the same. A module with no unused answer left is a V
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from gameon.experimenter.vlm.backend import Backend, Transcript, Usage, VLMError
+from gameon.experimenter.vlm.backend import (
+    Backend,
+    Transcript,
+    Usage,
+    VLMError,
+    read_entries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +36,14 @@ class ReplayBackend(Backend):
         transcript: Transcript | None = None,
         max_reasks: int = 2,
     ) -> None:
-        """Load transcript_path (a transcript.jsonl, or the run dir holding one)."""
+        """Load transcript_path (a transcript.jsonl, or the run dir holding one); a line torn
+        by a kill mid-write is skipped, as `Transcript.entries()` does."""
         path = Path(transcript_path)
         if path.is_dir():
             path = path / "transcript.jsonl"
         if not path.exists():
             raise FileNotFoundError(f"no transcript at {path}")
-        entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        entries = read_entries(path)
         first: dict[str, Any] = entries[0] if entries else {}
         super().__init__(
             "replay", str(first.get("model", "")), transcript, max_reasks=max_reasks, cache=False
