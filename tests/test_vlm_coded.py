@@ -8,6 +8,7 @@ replay of a rules transcript.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 from fake_http import Scripted, ScriptedServer, gemini_reply, openai_reply
 
 from gameon.experimenter.coded_api import API_REFERENCE, TEMPLATES
+from gameon.experimenter.curriculum import task_set
 from gameon.experimenter.sandbox import check_source
 from gameon.experimenter.skills import MacroExecutor, Skill, SkillLibrary, default_library
 from gameon.experimenter.vlm import (
@@ -30,6 +32,7 @@ from gameon.experimenter.vlm import (
     make_backend,
     modules,
 )
+from gameon.experimenter.vlm.collect import code_skills
 from gameon.experimenter.vlm.prompts import extract_context
 from gameon.experimenter.vlm.rules_backend import TOWER_MACRO
 
@@ -366,3 +369,46 @@ def test_a_served_source_that_misbehaves_when_run_is_a_logged_failure(
     assert not record.success and record.steps == 20  # the episode went on to its budget
     (rejection,) = executor.rejections
     assert re.search(reason, rejection), rejection
+
+
+# -- verification in the collect loop ------------------------------------------------------------
+
+
+class CodeLift:
+    """The two agents of a vlm curriculum: lift is to be coded, with its reference source."""
+
+    def __init__(self) -> None:
+        self.failures: list[tuple[str, str]] = []
+
+    def decide_code_or_learn(self, coded: dict[str, float]) -> list[modules.SkillDecision]:
+        return [modules.SkillDecision(skill="lift", decision="code", reason="low")]
+
+    def write_code(self, skill: str) -> modules.CodedSkillAnswer:
+        return modules.CodedSkillAnswer(source=TEMPLATES[skill], rationale="reference")
+
+    def record_code_failure(self, skill: str, reason: str) -> None:
+        self.failures.append((skill, reason))
+
+
+class NoTrials:
+    """An embodiment whose practice env has no lift task, so no trial can run."""
+
+    def __init__(self) -> None:
+        self.library = default_library()
+
+    @contextlib.contextmanager
+    def library_plans(self) -> Iterator[None]:
+        yield
+
+    def execute(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("there is no task to run")
+
+
+def test_a_coded_skill_without_trials_never_joins_the_library() -> None:
+    curriculum, embodiment = CodeLift(), NoTrials()
+    report = code_skills(curriculum, embodiment, task_set("GameOn/Stack-v0"), [1, 2, 3], 0.8)
+    (coded,) = report["coded"]
+    assert coded["added"] is False and coded["verification"]["trials"] == 0
+    assert embodiment.library.get("lift").executor.kind != "coded"
+    reason = "not verified: no tasks of this skill in the practice env"
+    assert coded["reason"] == reason and curriculum.failures == [("lift", reason)]

@@ -14,7 +14,8 @@
 4. `code_skills` (with `vlm_code_skills`, after RL-GPT): the slow agent decides per skill whether
    to keep learning it or to have it written as code; the fast agent writes the code for each
    skill to code; a coded skill runs in the sandbox and joins the library (replacing the skill's
-   executor) only if the oracle judges it successful in at least `threshold` of seeded trials.
+   executor) only if the oracle judges it successful in at least `threshold` of seeded trials
+   (a skill with no tasks in the practice env has no trials, so it never joins).
    Why a version failed (sandbox rejections, trials) is shown to the fast agent next time.
 """
 
@@ -183,13 +184,18 @@ def code_skills(
         executor = CodedExecutor(answer.source)
         trials = tasks_by_skill(tasks).get(decision.skill, ())
         verification = verify_coded(executor, embodiment, trials, seeds)
-        added = verification["successes"] >= threshold * verification["trials"]
+        tried, succeeded = verification["trials"], verification["successes"]
+        added = tried > 0 and succeeded >= threshold * tried
         if added:
             library.replace_executor(decision.skill, CodedExecutor(answer.source, verification))
         else:
-            failure = f"{verification['successes']} of {verification['trials']} trials succeeded"
+            if tried == 0:
+                failure = "not verified: no tasks of this skill in the practice env"
+            else:
+                failure = f"{succeeded} of {tried} trials succeeded"
             if executor.rejections:
                 failure += f"; the sandbox rejected it: {executor.rejections[0]}"
+            report["reason"] = failure
             curriculum.record_code_failure(decision.skill, failure)
         report |= {
             "rationale": answer.rationale,
