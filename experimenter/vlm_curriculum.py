@@ -15,7 +15,9 @@ the next consultation, and the fallback is counted. A run never stops because of
 A spending cap (`max_cost`, USD per run): once the run's estimated spend (`spent()`, from the
 price table) reaches it, every further module call falls back without sending a request, counted
 in `fallbacks` and in `capped_calls`; a request of a call already under way (a re-ask) is not
-sent either, so the spend passes the cap by at most the one request that reached it.
+sent either, so the spend passes the cap by at most the one request that reached it. A resumed
+run counts the requests of an interrupted iteration too: they were billed and are in the
+transcript, though the state that would have carried them was never saved.
 """
 
 from __future__ import annotations
@@ -210,9 +212,22 @@ class VLMCurriculum(Curriculum):
     def spent(self) -> float:
         """The run's estimated spend in USD at the model's prices (a replay prices its recorded
         backend's tokens, so a replayed capped run stops where the original did)."""
+        return self._base_spent + self._price(self.backend.total_usage)
+
+    def _price(self, usage: Usage) -> float:
+        """The usage in USD as the cap counts it: at the recorded backend's prices in a replay."""
         backend = self.backend
         name = getattr(backend, "recorded_backend", backend.name)
-        return self._base_spent + cost_usd(name, backend.model, backend.total_usage)
+        return cost_usd(name, backend.model, usage)
+
+    def _resumed_spend(self, saved: float) -> float:
+        """The spend a resumed run counts against the cap: the saved spend, or what the
+        transcript records if more (the requests of an interrupted iteration were billed
+        though its state was never saved; the transcript holds every request of the run)."""
+        transcript = self.backend.transcript
+        if transcript is None:
+            return saved
+        return max(saved, self._price(transcript.usage()))
 
     def cap_reason(self) -> str | None:
         """Why no further request may be sent (the cost cap is spent), or None."""
@@ -424,7 +439,11 @@ class VLMCurriculum(Curriculum):
         return {"vlm/calls": float(usage["calls"]), "vlm/fallbacks": float(usage["fallbacks"])}
 
     def usage(self) -> dict[str, Any]:
-        """Calls, tokens, estimated cost (USD) and fallbacks: the keys of records.VLMUsage."""
+        """Calls, tokens, estimated cost (USD) and fallbacks: the keys of records.VLMUsage.
+
+        They count the saved iterations' calls and this process's, so after a resume they leave
+        out an interrupted iteration's requests, which `spent()` (the cap) still counts.
+        """
         backend = self.backend
         usage = backend.total_usage
         return {
@@ -461,6 +480,8 @@ class VLMCurriculum(Curriculum):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a saved state; the spend counted against the cap is rebuilt from the
+        transcript when it records more than was saved (see `_resumed_spend`)."""
         _check_state(state, self.name, self.tasks)
         self._load_rng_state(state["rng"])
         self.lp.load_state_dict(state["lp"])
@@ -480,7 +501,7 @@ class VLMCurriculum(Curriculum):
         self.fallbacks = int(usage["fallbacks"])
         self.capped_calls = int(usage.get("capped_calls", 0))
         self._base = {key: usage[key] for key in self._base}
-        self._base_spent = float(state.get("spent_usd", usage["cost_usd"]))
+        self._base_spent = self._resumed_spend(float(state.get("spent_usd", usage["cost_usd"])))
         self.backend.calls, self.backend.total_usage = 0, Usage()
 
     def close(self) -> None:

@@ -184,6 +184,31 @@ def test_the_capped_count_and_spend_survive_a_resume(
     assert again.usage()["capped_calls"] == 2 and again.usage()["calls"] == 1
 
 
+def test_a_resume_counts_the_billed_calls_of_the_interrupted_iteration(
+    openai_server: ScriptedServer, tmp_path: Path
+) -> None:
+    openai_server.script(*[openai_reply(GOOD) for _ in range(6)])
+    url = f"{openai_server.url}/v1"
+
+    def curriculum() -> VLMCurriculum:
+        backend = make_backend("openai", "gpt-4o-mini", url, Transcript(tmp_path), retries=0)
+        return VLMCurriculum(TASKS, backend, 0, interval=None, max_cost=2.5 * OPENAI_CALL_USD)
+
+    run = curriculum()
+    run.consult()
+    saved = json.loads(json.dumps(run.state_dict()))
+    run.consult()  # the next iteration's call is billed, then the run is killed before saving
+    again = curriculum()
+    again.load_state_dict(saved)
+    assert again.spent() == pytest.approx(2 * OPENAI_CALL_USD)
+    assert [again.consult() for _ in range(3)] == [True, False, False]
+    assert len(openai_server.requests) == 3 and again.usage()["capped_calls"] == 2
+    assert again.usage()["calls"] == 2  # the saved iteration's call and this process's
+    resumed = curriculum()
+    resumed.load_state_dict(json.loads(json.dumps(again.state_dict())))
+    assert resumed.spent() == pytest.approx(3 * OPENAI_CALL_USD)  # nothing counted twice
+
+
 def test_a_replay_stops_where_the_capped_run_did(
     openai_server: ScriptedServer, tmp_path: Path
 ) -> None:
@@ -307,7 +332,7 @@ def test_experiment_says_calls_and_cost_before_the_first_request(
     assert state["curriculum"]["usage"]["capped_calls"] == record.vlm.capped_calls
     paths = write_report(tmp_path / "results")
     report = Path(paths.markdown).read_text()
-    assert "VLM cost cap hit" in report and "1 of 1 runs of vlm[openai]" in report
+    assert "VLM cost cap hit" in report and "1 of 1 runs of vlm[openai:gpt-4o-mini]" in report
     summary = json.loads(Path(paths.json).read_text())
     (group,) = summary["groups"]
     assert group["vlm"]["capped_runs"] == 1
