@@ -21,9 +21,14 @@ which the output says. The result goes into the entry in leaderboard.json (`audi
 not, when, the sampled runs, each one's outcome), written atomically under the board's lock, and
 LEADERBOARD.md shows it.
 
-The re-runs live in WORK/<entry>/<run>-<config hash>/: an interrupted audit resumes a collect
-run, and a truncated dataset or checkpoint found there is reported and the run re-done
-(`experimenter.loop`), never trained on.
+The re-runs live in WORK/<entry>/<run>-<key>/, the key a hash of the config, the commit, the
+library versions and the machine. Only an unfinished collect re-run there is resumed (an
+interrupted audit), and a truncated dataset or checkpoint found in it is reported and the run
+re-done (`experimenter.loop`), never trained on; a finished re-run (an earlier audit's) or an
+online one is cleared and trained again, which the output says. A re-run that fails here (an
+exception, e.g. a full disk or a missing package, as against a result that differs) stops the
+audit with RerunFailed naming the run and the cause, and nothing is written to the board, so an
+entry keeps its previous audit; WORK is checked to be a writable folder before any training.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import json
 import math
 import random
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +59,8 @@ from gameon.benchmark.leaderboard import (
     BoardRun,
     EntryAudit,
     RunAudit,
+    audit_cell,
+    entry_number,
     read_board,
     render_markdown,
     shown_protocol,
@@ -80,6 +88,11 @@ off, they changed nothing."""
 
 class NotAuditable(ValueError):
     """A record whose training cannot be re-run here; the message says why."""
+
+
+class RerunFailed(ValueError):
+    """A sampled run's re-run raised here (the operator's side, not the claim's): the audit
+    stops and writes nothing; the message names the run and the cause."""
 
 
 @dataclass
@@ -112,10 +125,12 @@ def audit_entry(
     work_root: str | Path = AUDIT_ROOT,
     say: Callable[[str], None] = print,
 ) -> EntryAudit:
-    """Audit `runs` sampled runs of an entry, write the result into the board, return it."""
+    """Audit `runs` sampled runs of an entry, write the result into the board, return it;
+    RerunFailed, with nothing written, if a re-run fails here."""
     board_dir, work_root = Path(board_dir), Path(work_root)
     entry = find_entry(read_board(board_dir), entry_id)
     sampled = sample_runs(entry, runs, seed)
+    check_work_dir(work_root, work_root / entry.id)
     say(
         f"audit of entry {entry.id} ({shown_protocol(entry.protocol)}, {entry.env_id}, "
         f"{entry.curriculum_label}, {entry.learner}; {len(entry.runs)} runs): sampled "
@@ -123,7 +138,14 @@ def audit_entry(
         + ", ".join(f"{run.run_id} (seed {run.seed})" for run in sampled)
     )
     say(f"tolerance where not bitwise: {TOLERANCE_RULE}")
-    results = [audit_run(run, board_dir, work_root / entry.id, say) for run in sampled]
+    try:
+        results = [audit_run(run, board_dir, work_root / entry.id, say) for run in sampled]
+    except RerunFailed as error:
+        previous = audit_cell(entry.audit) if entry.audit else "none"
+        raise RerunFailed(
+            f"{error}; nothing is written to {board_dir / BOARD_FILE}, so entry {entry.id} keeps "
+            f"its previous audit ({previous}): remove the cause and run the audit again"
+        ) from error.__cause__
     audited = all(result.outcome in REPRODUCED for result in results)
     audit = EntryAudit(
         audited=audited,
@@ -145,9 +167,13 @@ def audit_entry(
 
 
 def find_entry(board: Board, entry_id: str) -> BoardEntry:
-    """The entry with this id, or the one whose id starts with it (e.g. "0007")."""
-    matches = [e for e in board.entries if e.id == entry_id]
-    matches = matches or [e for e in board.entries if e.id.startswith(entry_id)]
+    """The entry with this id, or the one whose id starts with it; all digits are an entry's
+    number ("7" and "0007" both name 0007-...)."""
+    if entry_id.isascii() and entry_id.isdigit():
+        matches = [e for e in board.entries if entry_number(e.id) == int(entry_id)]
+    else:
+        matches = [e for e in board.entries if e.id == entry_id]
+        matches = matches or [e for e in board.entries if e.id.startswith(entry_id)]
     if len(matches) == 1:
         return matches[0]
     ids = ", ".join(e.id for e in board.entries) or "none"
@@ -164,6 +190,21 @@ def sample_runs(entry: BoardEntry, runs: int, seed: int) -> list[BoardRun]:
         )
     chosen = random.Random(seed).sample(range(len(entry.runs)), runs)
     return sorted((entry.runs[i] for i in chosen), key=lambda run: run.seed)
+
+
+def check_work_dir(work_root: Path, work_dir: Path) -> None:
+    """Make the folder the re-runs train in and write a file there, so that an unusable --work
+    is refused (ValueError) before any training."""
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=work_dir):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"--work {work_root} cannot hold the re-runs: {work_dir}: {type(error).__name__}: "
+            f"{error.strerror or error}; give a folder that exists or can be created, and that "
+            "can be written to"
+        ) from None
 
 
 def audit_run(
@@ -189,15 +230,21 @@ def audit_run(
         say(f"  comparison: tolerance, since {'; '.join(reasons)}")
     else:
         say("  comparison: bitwise (same machine, library versions and commit as the record)")
-    folder = work_dir / f"{_safe(run.run_id)}-{_config_hash(plan.config)}"
+    folder = work_dir / f"{_safe(run.run_id)}-{rerun_key(plan.config)}"
     say(f"  re-training ({plan.protocol}, {plan.learner}) in {folder}")
     start = time.perf_counter()
     try:
+        note = prepare_folder(plan, folder)
+        if note:
+            say(f"  {note}")
         rerun = run_training(plan, folder)
-    except Exception as error:  # noqa: BLE001  (the audit reports the failed re-run, goes on)
-        detail = f"the re-run failed: {type(error).__name__}: {error}"
-        say(f"  not audited: {detail}")
-        return RunAudit(run_id=run.run_id, seed=run.seed, outcome="not audited", detail=detail)
+    except Exception as error:
+        cause = f"{type(error).__name__}: {error}"
+        say(f"  -> the re-run failed: {cause}")
+        raise RerunFailed(
+            f"the audit stopped: run {run.run_id} (seed {run.seed}) failed to re-run in "
+            f"{folder}: {cause}"
+        ) from error
     for note in rerun.notes:
         say(f"  {note}")
     result = compare(record, rerun, comparison)
@@ -338,6 +385,30 @@ def comparison_mode(record: RunRecord) -> tuple[str, list[str]]:
     return ("tolerance" if reasons else "bitwise"), reasons
 
 
+def prepare_folder(plan: Plan, folder: Path) -> str | None:
+    """Keep an unfinished collect re-run to resume (an interrupted audit); clear a finished one
+    (an earlier audit's) or an online one, so the run is trained again. Says which."""
+    if not folder.is_dir():
+        return None
+    if plan.protocol == "collect" and not _collect_finished(plan.config, folder):
+        return "resuming the unfinished re-run there (an earlier audit stopped before its end)"
+    held = "a finished re-run" if plan.protocol == "collect" else "an online re-run"
+    shutil.rmtree(folder)
+    return f"the folder held {held} of an earlier audit: cleared, so the run is trained again"
+
+
+def _collect_finished(config: Any, folder: Path) -> bool:
+    """Whether a collect run folder's committed state is the end of the run, its targets
+    evaluated (an unreadable state is left to `run_experiment`, which reports it)."""
+    from gameon.experimenter.loop import finished, load_state
+
+    try:
+        state = load_state(folder, config)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return state is not None and finished(config, state) and state.targets is not None
+
+
 def run_training(plan: Plan, folder: Path) -> Rerun:
     """Train as the record's config says, on the CPU with one thread; return the evaluations."""
     import torch
@@ -374,8 +445,6 @@ def _rerun_online(plan: Plan, folder: Path) -> Rerun:
     from gameon.envs import ENV_SKILLS
     from gameon.integrity import weights_sha256
 
-    if folder.exists():  # an online run starts over
-        shutil.rmtree(folder)
     learner = importlib.import_module(f"gameon.baselines.{plan.learner}")
     args = dataclasses.replace(plan.config, run_dir=str(folder))
     summary = learner.train(args)
@@ -524,8 +593,18 @@ def write_audit(board_dir: Path, entry_id: str, audit: EntryAudit) -> Board:
     return updated
 
 
-def _config_hash(config: Any) -> str:
-    text = json.dumps(dataclasses.asdict(config), sort_keys=True, default=str)
+def rerun_key(config: Any) -> str:
+    """A hash of the config and of what else the training depends on (commit, library versions,
+    machine): a re-run is resumed only by an audit of the same setup."""
+    from gameon.integrity import git_commit, platform_info, versions
+
+    setup = {
+        "config": dataclasses.asdict(config),
+        "commit": git_commit(),
+        "versions": versions(),
+        "platform": platform_info(),
+    }
+    text = json.dumps(setup, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 

@@ -7,8 +7,9 @@
     python -m gameon.benchmark.commands leaderboard html [--leaderboard JSON] [--out HTML]
 
 `main(argv)` takes the arguments after `gameon` (starting with "bench" or "leaderboard") and
-returns the exit status: 0 success, 1 a run or a submission failed or the Ray cluster was lost,
-2 a usage error, 130 interrupted.
+returns the exit status: 0 success, 1 a run or a submission failed, an audit did not reproduce
+or the Ray cluster was lost, 2 a usage error or an audit that could not re-run a run here (it
+writes nothing), 130 interrupted.
 """
 
 from __future__ import annotations

@@ -22,8 +22,13 @@ pytest.importorskip("torch")
 pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
-from gameon.benchmark.audit import audit_entry, comparison_mode  # noqa: E402
-from gameon.benchmark.leaderboard import read_board, submit  # noqa: E402
+from gameon.benchmark.audit import (  # noqa: E402
+    audit_entry,
+    comparison_mode,
+    find_entry,
+    write_audit,
+)
+from gameon.benchmark.leaderboard import EntryAudit, RunAudit, read_board, submit  # noqa: E402
 from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
 from gameon.integrity import (  # noqa: E402
     check_dataset,
@@ -296,20 +301,58 @@ def test_the_blas_fingerprint_tells_openblas_kernels_apart() -> None:
     assert fingerprint("Haswell") != fingerprint("Sandybridge")
 
 
-def test_a_truncated_file_in_the_audit_folder_is_reported_and_redone(entry, tmp_path) -> None:
-    _, entry_id, work = entry
+def _interrupted_rerun(board: Path, work: Path, sampling_seed: int) -> Path:
+    """The folder an audit of one run (drawn with this sampling seed) re-trains in, left as an
+    audit killed after the run's first iteration leaves it."""
+    from gameon.benchmark.audit import plan_rerun, rerun_key, sample_runs
+    from gameon.records import load_record
+
+    entry = read_board(board).entries[0]
+    (run,) = sample_runs(entry, 1, sampling_seed)
+    plan = plan_rerun(load_record(board / run.record), (board / run.record).parent)
+    folder = work / entry.id / f"{run.run_id}-{rerun_key(plan.config)}"
+    run_experiment(replace(plan.config, iterations=0), folder, progress=False)
+    return folder
+
+
+def test_an_interrupted_audit_resumes_and_a_truncated_file_there_is_reported_and_redone(
+    entry, tmp_path
+) -> None:
+    _, entry_id, _ = entry
     board = _board_copy(entry, tmp_path)
-    audit_entry(entry_id, 1, board, seed=5, work_root=work, say=lambda _: None)
-    (sampled,) = read_board(board).entries[0].audit.sampled
-    (folder,) = (work / entry_id).glob(f"{sampled}-*")
+    folder = _interrupted_rerun(board, tmp_path / "work", sampling_seed=5)
     hdf5 = _hdf5(folder)
     _truncate(hdf5)
     lines: list[str] = []
-    audit = audit_entry(entry_id, 1, board, seed=5, work_root=work, say=lines.append)
+    audit = audit_entry(entry_id, 1, board, seed=5, work_root=tmp_path / "work", say=lines.append)
     assert audit.audited and audit.results[0].outcome == "reproduced"
-    assert f"bad files in the audit's run folder, reported and the run re-done: {hdf5}" in (
-        "\n".join(lines)
+    text = "\n".join(lines)
+    assert f"re-training (collect, bc) in {folder}\n  resuming the unfinished re-run there" in text
+    assert f"bad files in the audit's run folder, reported and the run re-done: {hdf5}" in text
+
+
+def test_a_second_audit_trains_again_instead_of_reusing_the_first(entry, tmp_path) -> None:
+    _, entry_id, _ = entry
+    board = _board_copy(entry, tmp_path)
+    first: list[str] = []
+    audit_entry(entry_id, 1, board, work_root=tmp_path / "work", say=first.append)
+    (folder,) = (tmp_path / "work" / entry_id).iterdir()
+    assert f"  re-training (collect, bc) in {folder}" in first
+    checkpoints = {p: p.stat().st_mtime_ns for p in folder.rglob("*.pt")}
+    assert checkpoints
+    (folder / "left by the first audit").touch()
+
+    second: list[str] = []
+    audit = audit_entry(entry_id, 1, board, work_root=tmp_path / "work", say=second.append)
+
+    assert audit.audited and audit.results[0].outcome == "reproduced"
+    index = second.index(f"  re-training (collect, bc) in {folder}")
+    assert second[index + 1] == (
+        "  the folder held a finished re-run of an earlier audit: cleared, so the run is trained "
+        "again"
     )
+    assert not (folder / "left by the first audit").exists()
+    assert all(path.stat().st_mtime_ns != mtime for path, mtime in checkpoints.items())
 
 
 def test_a_vlm_run_audits_through_the_replay_of_its_own_transcript(tmp_path) -> None:
@@ -391,6 +434,85 @@ def test_gameon_leaderboard_audit_prints_the_audit_and_exits_with_its_verdict(
     assert "--runs must be between 1 and 3" in capsys.readouterr().err
 
 
+def test_an_entry_is_found_by_its_number_with_or_without_leading_zeros(entry) -> None:
+    board = read_board(entry[0])
+    first = board.entries[0]
+    eleventh = first.model_copy(update={"id": "0011-0badc0de"})
+    board = board.model_copy(update={"entries": [first, eleventh]})
+    for given, found in (("11", eleventh), ("0011", eleventh), ("1", first), ("001", first)):
+        assert find_entry(board, given) is found
+    assert find_entry(board, "0011-0bad") is eleventh and find_entry(board, first.id) is first
+    with pytest.raises(ValueError, match="entry '12' is not on the board; give an entry id"):
+        find_entry(board, "12")
+
+
+def _audited_yes(entry: tuple[Path, str, Path], tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A copy of the board whose entry holds an earlier audit (yes, 1 of 1) and its files."""
+    board = _board_copy(entry, tmp_path)
+    run = read_board(board).entries[0].runs[0]
+    result = RunAudit(run_id=run.run_id, seed=run.seed, outcome="reproduced", detail="identical")
+    earlier = EntryAudit(
+        audited=True,
+        when="2026-12-01T00:00:00+00:00",
+        runs=1,
+        sampling_seed=0,
+        sampled=[run.run_id],
+        tolerance="bitwise",
+        results=[result],
+    )
+    write_audit(board, entry[1], earlier)
+    files = {name: (board / name).read_bytes() for name in ("leaderboard.json", "LEADERBOARD.md")}
+    assert "| yes (1/1, 2026-12-01) |" in files["LEADERBOARD.md"].decode()
+    return board, files
+
+
+def test_an_unusable_work_folder_is_refused_before_training_and_the_board_kept(
+    entry, tmp_path, capsys
+) -> None:
+    from gameon.cli import main
+
+    board, files = _audited_yes(entry, tmp_path)
+    not_a_folder = tmp_path / "notadir"
+    not_a_folder.write_text("a file")
+    arguments = ["leaderboard", "audit", entry[1], "--runs", "1", "--board", str(board)]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*arguments, "--work", str(not_a_folder)])
+    assert exit_info.value.code != 0
+    captured = capsys.readouterr()
+    assert f"--work {not_a_folder} cannot hold the re-runs" in captured.err
+    assert "give a folder that exists or can be created" in captured.err
+    assert "re-training" not in captured.out
+    assert {name: (board / name).read_bytes() for name in files} == files
+
+
+@pytest.mark.parametrize(
+    "error",
+    [OSError(28, "No space left on device"), ModuleNotFoundError("No module named 'minari'")],
+)
+def test_a_rerun_that_fails_here_writes_nothing_and_keeps_the_earlier_audit(
+    entry, tmp_path, monkeypatch, error
+) -> None:
+    from gameon.benchmark import audit as audit_module
+
+    board, files = _audited_yes(entry, tmp_path)
+
+    def fail(plan, folder):
+        raise error
+
+    monkeypatch.setattr(audit_module, "run_training", fail)
+    lines: list[str] = []
+    with pytest.raises(ValueError) as raised:
+        audit_entry(entry[1], 1, board, work_root=tmp_path / "work", say=lines.append)
+
+    (run,) = audit_module.sample_runs(read_board(board).entries[0], 1, 0)
+    message = str(raised.value)
+    assert f"run {run.run_id} (seed {run.seed}) failed to re-run in " in message
+    assert f": {type(error).__name__}: {error}; nothing is written to " in message
+    assert "keeps its previous audit (yes (1/1, 2026-12-01))" in message
+    assert f"  -> the re-run failed: {type(error).__name__}: {error}" in lines
+    assert {name: (board / name).read_bytes() for name in files} == files
+
+
 ONLINE = """
 name = "tiny"
 seeds = [0]
@@ -421,3 +543,12 @@ def test_an_online_run_audits_bitwise_from_its_learner_args(tmp_path) -> None:
 
     assert audit.audited and audit.results[0].comparison == "bitwise", audit.results[0].detail
     assert "the trained weights are identical" in audit.results[0].detail
+    lines: list[str] = []
+    again = audit_entry(
+        result.entry_id, 1, tmp_path / "board", work_root=tmp_path / "w", say=lines.append
+    )
+    assert again.audited, again.results[0].detail
+    assert (
+        "  the folder held an online re-run of an earlier audit: cleared, so the run is trained "
+        "again"
+    ) in lines
