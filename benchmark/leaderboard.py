@@ -6,11 +6,14 @@ A submission is the run records (record.json files or run folders) of one group:
 protocol, curriculum label, learner and env. It is rejected, with every reason naming the run and
 the check, unless:
 
+- missing: each path is a record file or a run folder holding a record.json;
 - schema: each record validates (gameon.records.load_record);
 - env: its env id and evaluation env id are registered here and its env_version matches;
 - versions: it names the gameon-rl version it ran and a git commit;
 - suite: its evaluation episodes are exactly the shared suite, the (instruction, seed) pairs of
   evaluation_suite(env, episodes_per_skill, SUITE_SEED), in order;
+- suite (of the group): every run has the same evaluations, final and target, each with the
+  same env, mode and episodes per skill;
 - seeds: the runs have distinct seeds, at least `min_seeds` of them;
 - tampered: its claimed numbers agree with its own episodes: the last curve point is the final
   evaluation, so its success_rate and per_skill must equal the episodes' (to 1e-9), and the
@@ -255,6 +258,12 @@ def _load(paths: Sequence[str | Path]) -> tuple[list[_Run], list[str]]:
     for given in paths:
         path = Path(given)
         file = path / RECORD_FILE if path.is_dir() else path
+        if not file.is_file():
+            what = (
+                f"the folder holds no {RECORD_FILE}" if path.is_dir() else "no such file or folder"
+            )
+            reasons.append(f"{path}: missing: {what}; give record.json files or run folders")
+            continue
         try:
             record = load_record(file)
         except ValueError as error:
@@ -389,7 +398,8 @@ def _check_claims(record: RunRecord, name: str) -> list[str]:
 
 
 def check_group(runs: Sequence[_Run], min_seeds: int) -> list[str]:
-    """One group, the same evaluation for all, distinct run ids and seeds, enough seeds."""
+    """One group, the same evaluations (env, mode, size) for all, distinct run ids and seeds,
+    enough seeds."""
     reasons = []
     keys = {group_key(run.record) for run in runs}
     if len(keys) > 1:
@@ -398,9 +408,15 @@ def check_group(runs: Sequence[_Run], min_seeds: int) -> list[str]:
             "group: a submission is one (protocol, curriculum_label, learner, env_id); "
             f"got {listed}"
         )
-    suites = {(r.record.evaluation.env_id, r.record.evaluation.episodes_per_skill) for r in runs}
+    suites: dict[str, list[str]] = {}
+    for run in runs:
+        suites.setdefault(evaluation_sizes(run.record), []).append(repr(run.record.run_id))
     if len(suites) > 1:
-        reasons.append(f"suite: the runs were evaluated on different suites {sorted(suites)}")
+        listed = "; ".join(f"{', '.join(ids)}: {sizes}" for sizes, ids in suites.items())
+        reasons.append(
+            "suite: the runs were evaluated on different suites (every evaluation, final and "
+            f"target, must have the same env, mode and episodes per skill in all runs): {listed}"
+        )
     budgets = {budget_text(run.record.budget) for run in runs}
     if len(budgets) > 1:
         reasons.append(f"budget: the runs trained on different budgets {sorted(budgets)}")
@@ -418,6 +434,20 @@ def check_group(runs: Sequence[_Run], min_seeds: int) -> list[str]:
             f"{min_seeds}"
         )
     return reasons
+
+
+def evaluation_sizes(record: RunRecord) -> str:
+    """The record's evaluations as "final ENV (N per skill)", then "MODE ENV (N per skill)" for
+    each target evaluation by mode and env: what must agree across a submission's runs."""
+    evaluations = [("final", record.evaluation)]
+    evaluations += sorted(
+        ((t.mode, t.evaluation) for t in record.target_evaluations),
+        key=lambda pair: (pair[0], pair[1].env_id),
+    )
+    return ", ".join(
+        f"{mode} {evaluation.env_id} ({evaluation.episodes_per_skill} per skill)"
+        for mode, evaluation in evaluations
+    )
 
 
 def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:

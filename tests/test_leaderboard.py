@@ -13,6 +13,7 @@ from record_factory import ENV_ID, make_record, write_run
 
 from gameon.benchmark.leaderboard import BoardError, read_board, submit
 from gameon.evaluation import evaluate
+from gameon.records import TargetEvaluation
 
 FIXED = [[True, False, False, False], [False] * 4, [True, True, False, False]]
 LP = [[True, True, True, False], [True, True, False, False], [True] * 4]
@@ -80,8 +81,18 @@ def test_malformed_records_are_rejected(board, tmp_path) -> None:
     (runs[1] / "record.json").write_text(json.dumps(data))
     reasons = _rejected(board, runs, "schema", "is not JSON", "evaluation: Field required")
     assert str(runs[0]) in reasons[0] and str(runs[1]) in reasons[1]
-    _rejected(board, [tmp_path / "nowhere"], "no run record at")
     _rejected(board, [], "no run records given")
+
+
+def test_a_missing_path_is_reported_as_missing_not_as_schema(board, tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    reasons = _rejected(board, [tmp_path / "nowhere", tmp_path / "empty"])
+    assert reasons == [
+        f"{tmp_path / 'nowhere'}: missing: no such file or folder; give record.json files or run "
+        "folders",
+        f"{tmp_path / 'empty'}: missing: the folder holds no record.json; give record.json files "
+        "or run folders",
+    ]
 
 
 def test_tampered_claims_are_rejected_naming_run_and_field(board, tmp_path) -> None:
@@ -133,6 +144,32 @@ def test_wrong_suite_and_other_checks_are_rejected(board, tmp_path) -> None:
     _rejected(board, [*good, shorter], "suite: the runs were evaluated on different suites")
     other = write_run(tmp_path / "other", make_record(7, [True] * 4, "hand"))
     _rejected(board, [*good, other], "group: a submission is one")
+
+
+def test_runs_judged_on_different_target_evaluation_sizes_are_one_submission_rejected(
+    board, tmp_path
+) -> None:
+    """The ranked number of a collect v2 run comes from its target evaluations, so their sizes
+    must agree across the submission's runs like the final evaluation's."""
+
+    def composed(seed: int, per_skill: int) -> Path:
+        record = make_record(seed, LP[seed], "lp")
+        target = make_record(seed, [True, False] * (per_skill // 2), "lp").evaluation
+        record = record.model_copy(
+            update={"target_evaluations": [TargetEvaluation(mode="composed", evaluation=target)]}
+        )
+        return write_run(tmp_path / "runs", record)
+
+    runs = [composed(0, 4), composed(1, 2), composed(2, 4)]
+    (reason,) = _rejected(board, runs, "suite: the runs were evaluated on different suites")
+    assert (
+        "'collect__Reach-v0__lp__bc__0', 'collect__Reach-v0__lp__bc__2': final GameOn/Reach-v0 "
+        "(4 per skill), composed GameOn/Reach-v0 (4 per skill); 'collect__Reach-v0__lp__bc__1': "
+        "final GameOn/Reach-v0 (4 per skill), composed GameOn/Reach-v0 (2 per skill)"
+    ) in reason
+    same = [composed(0, 4), composed(1, 4), composed(2, 4)]
+    result = submit(same, board)
+    assert result.accepted, result.reasons
 
 
 def test_a_corrupt_board_is_refused_and_left_alone(board, tmp_path) -> None:
