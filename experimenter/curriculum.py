@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -397,7 +397,10 @@ class HandCurriculum(Curriculum):
     stage's tasks fill its window (the learner's attempts and, through `update_evaluation`, its
     evaluation episodes alike); the last stage never ends (`mastered` says when its rule holds).
     A stage's window is a number of outcomes, or in the TOML a share of the run's budget (the
-    outcomes the run will report), so that it can fill within a short run.
+    outcomes the run will report), so that it can fill within a short run. A saved state keeps
+    the windows it was saved with: a run resumed with a larger budget (more iterations) goes on
+    with the windows it started with, so its stages advance as they would have, and once the
+    last stage is reached the added budget is spent on it.
     """
 
     name = "hand"
@@ -549,15 +552,20 @@ class HandCurriculum(Curriculum):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the stage, its window, the random generator and the saved stage windows."""
         _check_state(state, self.name, self.tasks)
         if not 0 <= int(state["stage"]) < len(self.stages):
             raise ValueError(f"state stage {state['stage']} is not one of {len(self.stages)}")
-        windows = [stage.window for stage in self.stages]
-        if "windows" in state and list(state["windows"]) != windows:
+        windows = list(state.get("windows", [stage.window for stage in self.stages]))
+        if len(windows) != len(self.stages):
             raise ValueError(
-                f"state was saved with stage windows {list(state['windows'])}, this hand "
-                f"curriculum has {windows} (another budget?)"
+                f"state was saved with {len(windows)} stage windows {windows}, this hand "
+                f"curriculum has {len(self.stages)} stages"
             )
+        self.stages = tuple(
+            replace(stage, window=window)
+            for stage, window in zip(self.stages, windows, strict=True)
+        )
         self.stage = int(state["stage"])
         self.window = [bool(success) for success in state["window"]]
         self._load_rng_state(state["rng"])

@@ -189,11 +189,19 @@ def test_window_share_with_own_min_window_and_checks(tmp_path):
         HandCurriculum.from_toml(path, budget=0)
 
 
-def test_hand_state_of_another_budget_is_refused():
+def test_hand_state_of_another_budget_keeps_its_stage_windows():
+    """A run resumed with more iterations (a larger budget) goes on with its saved windows."""
     tasks = task_set("GameOn/MultiSkill-v0")
-    state = make_curriculum("hand", tasks, seed=0, budget=60).state_dict()
-    with pytest.raises(ValueError, match="another budget"):
-        make_curriculum("hand", tasks, seed=0, budget=1000).load_state_dict(state)
+    saved = make_curriculum("hand", tasks, seed=0, budget=60)
+    saved.update_batch([Outcome(task, True, 1.0) for task in saved.propose_batch(6)])
+    state = json.loads(json.dumps(saved.state_dict()))
+    longer = make_curriculum("hand", tasks, seed=0, budget=1000)
+    longer.load_state_dict(state)
+    assert [stage.window for stage in longer.stages] == [5, 5, 6, 6, 9]
+    assert longer.state_dict() == saved.state_dict()
+    assert longer.propose_batch(50) == saved.propose_batch(50)
+    with pytest.raises(ValueError, match="2 stage windows .* has 5 stages"):
+        longer.load_state_dict({**state, "windows": [5, 5]})
 
 
 @pytest.mark.parametrize(
