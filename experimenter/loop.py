@@ -52,7 +52,8 @@ seed gives the same run, whether it ran through or was killed and resumed.
 Files in the run folder:
 
 - `state.json`: the committed state, rewritten atomically after every iteration and once more
-  with the final target evaluations (`targets`);
+  with the final target evaluations (`targets`); the paths in it are relative to the run folder,
+  so a moved run folder resumes with its own files;
 - `datasets/iter_{k}/`: the Minari datasets root holding `gameon/collect-v0` as committed by
   iteration k (only the latest committed one is kept);
 - `policies/iter_{k}/`: the learner's checkpoint, logs and evaluation of iteration k;
@@ -66,6 +67,9 @@ committed state still names the previous, untouched dataset; after it, the new o
 dataset root or policy folder that the state does not name as committed (the leftovers of an
 interrupted iteration, or the previous root whose deletion was interrupted) is removed and the
 interrupted iteration runs again from its seeds, so it collects exactly the episodes it would have.
+A finished run started again with more `iterations` goes on from its last commit (the hand
+curriculum keeps the stage windows it started with); its record is removed only once the state
+has loaded, and written anew when the added iterations end.
 
 Bad files: the state also commits the sha256 of every file the next iteration reads (the dataset
 root's files, the policy checkpoints; `files`). On start, a committed file that is missing or
@@ -109,6 +113,7 @@ from gameon.experimenter.curriculum import (
     Outcome,
     curriculum_brief,
     curriculum_label,
+    target_chain,
     task_set,
     tasks_by_skill,
     vlm_usage,
@@ -167,6 +172,7 @@ class DatasetRef(StrictModel):
     root: str
     """the Minari datasets root, relative to the run folder (`datasets/iter_{k}`)"""
     episodes: int
+    """the episodes in the dataset, hindsight-relabelled copies included"""
 
 
 class CollectState(StrictModel):
@@ -187,7 +193,7 @@ class CollectState(StrictModel):
     curriculum: dict[str, Any]
     """the curriculum's state_dict"""
     library: dict[str, Any]
-    """the skill library (SkillLibrary.to_dict)"""
+    """the skill library (SkillLibrary.to_dict), learned checkpoints relative to the run folder"""
     curves: dict[str, list[float]]
     """per skill, evaluated success per iteration"""
     history: list[dict[str, Any]]
@@ -315,6 +321,9 @@ class LoopConfig:
                         f"{role} env {env_id} lacks the target skills {missing} of {target}; "
                         "use GameOn/MultiSkill-v0"
                     )
+        check_practice_plans(self.practice_env_id)
+        if self.curriculum == "positive_control":
+            check_control_evaluation(self.eval_env, self.target_skills)
         minimums = {
             "iterations": 0,
             "episodes_per_iteration": 1,
@@ -361,6 +370,33 @@ class LoopConfig:
     def target_skills(self) -> tuple[str, ...]:
         """The skills of the target env's tasks."""
         return ENV_SKILLS[self.env_id][0]
+
+
+def check_practice_plans(practice_env_id: str) -> None:
+    """ValueError unless the practice env accepts every skill its tasks are run as (the skill
+    library runs a tower as its stacks, so a tower-only env cannot practise)."""
+    library = default_library()
+    steps = {step.skill for task in task_set(practice_env_id) for step in library.decompose(task)}
+    refused = sorted(steps - set(ENV_SKILLS[practice_env_id][0]))
+    if refused:
+        raise ValueError(
+            f"practice env {practice_env_id} does not accept {', '.join(refused)}, which its "
+            "tasks are run as (the skill library runs a tower as its stacks); the practice env "
+            "must accept every skill its tasks are run as: GameOn/MultiSkill-v0 accepts them all"
+        )
+
+
+def check_control_evaluation(eval_env_id: str, target_skills: Sequence[str]) -> None:
+    """ValueError unless the eval env evaluates every skill of the positive control's chain (it
+    practises the weakest one by its evaluated success)."""
+    chain = target_chain(target_skills)
+    missing = [skill for skill in chain if skill not in ENV_SKILLS[eval_env_id][0]]
+    if missing:
+        raise ValueError(
+            f"positive_control practises the weakest evaluated skill of {' -> '.join(chain)}, "
+            f"but eval env {eval_env_id} does not evaluate {', '.join(missing)}; use an eval env "
+            "that evaluates every skill of the chain, e.g. GameOn/MultiSkill-v0"
+        )
 
 
 def check_max_cost(max_cost: Any, curriculum: str) -> None:
@@ -467,7 +503,35 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
             f"{run_dir} holds a run with another config ({', '.join(changed)} differ); "
             "resume with the same config (only iterations may change) or use another run dir"
         )
+    base = run_dir.resolve()
+    for checkpoint in learned_checkpoints(state.library):
+        if Path(checkpoint).is_absolute() and not Path(checkpoint).resolve().is_relative_to(base):
+            raise ValueError(
+                f"{path} names the learned checkpoint {checkpoint}, outside the run folder "
+                f"{run_dir}: the folder was moved since it was committed by a version that kept "
+                "absolute paths; move it back to resume it there"
+            )
     return state
+
+
+def learned_checkpoints(library: dict[str, Any]) -> list[str]:
+    """The checkpoints of a library's learned skills (SkillLibrary.to_dict's form)."""
+    return [
+        skill["executor"]["checkpoint"]
+        for skill in library["skills"]
+        if skill["executor"]["kind"] == "learned"
+    ]
+
+
+def run_library(library: dict[str, Any], run_dir: Path) -> SkillLibrary:
+    """The skill library a state commits, its learned checkpoints resolved against the run
+    folder (a state keeps them relative to it, so a moved run folder resumes with its own)."""
+    resolved = json.loads(json.dumps(library))
+    for skill in resolved["skills"]:
+        executor = skill["executor"]
+        if executor["kind"] == "learned":
+            executor["checkpoint"] = str(run_dir.resolve() / executor["checkpoint"])
+    return SkillLibrary.from_dict(resolved)
 
 
 def remove_uncommitted(run_dir: Path, state: CollectState | None) -> None:
@@ -485,10 +549,7 @@ def remove_uncommitted(run_dir: Path, state: CollectState | None) -> None:
 def committed_checkpoints(run_dir: Path, state: CollectState) -> list[Path]:
     """The policy checkpoints a committed state relies on: its policy and the learned skills'."""
     paths = [run_dir / state.policy]
-    for skill in state.library["skills"]:
-        executor = skill["executor"]
-        if executor["kind"] == "learned":
-            paths.append(Path(executor["checkpoint"]))
+    paths += [run_dir / checkpoint for checkpoint in learned_checkpoints(state.library)]
     unique: dict[Path, Path] = {}
     for path in paths:
         unique.setdefault(path.resolve(), path)
@@ -763,7 +824,8 @@ def run_iteration(
     if not vlm or config.collector != "expert":
         promote(embodiment.library, rates, checkpoint, config)
 
-    episodes = (0 if state is None else state.dataset.episodes) + len(executed)
+    stored = len(executed) + len(relabelled)
+    episodes = (0 if state is None else state.dataset.episodes) + stored
     history = [] if state is None else list(state.history)
     actor_steps = {actor: sum(r.actor_steps()[actor] for r in executed) for actor in ACTORS}
     history.append(
@@ -796,7 +858,7 @@ def run_iteration(
         iteration=iteration,
         stopped="mastered" if config.auto_stop and done else None,
         curriculum=curriculum.state_dict(),
-        library=embodiment.library.to_dict(),
+        library=portable_library(embodiment.library.to_dict(), run_dir),
         curves=curves,
         history=history,
         dataset=DatasetRef(id=DATASET_ID, root=str(root.relative_to(run_dir)), episodes=episodes),
@@ -821,7 +883,7 @@ def evaluate_targets(
     from gameon.policy import load_policy
 
     checkpoint = run_dir / state.policy
-    library = learned_library(SkillLibrary.from_dict(state.library), checkpoint)
+    library = learned_library(run_library(state.library, run_dir), checkpoint)
     results = []
     for env_id in [config.env_id, *([config.report_env_id] if config.report_env_id else [])]:
         monolithic = evaluate(
@@ -854,8 +916,8 @@ def collected_counts(history: list[dict]) -> Collected:
 
 
 def portable_library(library: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """The library's JSON with learned checkpoints relative to the run folder, as the record
-    keeps it (the leaderboard's --verify rebuilds the composed policy from it)."""
+    """The library's JSON with learned checkpoints relative to the run folder, as the state and
+    the record keep it (the leaderboard's --verify rebuilds the composed policy from it)."""
     portable = json.loads(json.dumps(library))
     for skill in portable["skills"]:
         executor = skill["executor"]
@@ -1004,7 +1066,8 @@ def progress_bar(enabled: bool) -> Iterator[Any]:
 
 
 def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> RunRecord:
-    """Run (or resume) the collect loop in `run_dir`; return the run record."""
+    """Run (or resume, or extend by more `iterations`) the collect loop in `run_dir`; return the
+    run record. Nothing in the folder is removed before its committed state has loaded."""
     from gameon.experimenter.embodiment import Embodiment  # needs minari
     from gameon.experimenter.vlm.collect import PlannedEmbodiment
 
@@ -1015,15 +1078,12 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
     if bad:
         redo_after_bad_files(run_dir, bad)
         state = None
-    remove_uncommitted(run_dir, state)
-    if not finished(config, state):  # a record of fewer iterations than now asked for
-        (run_dir / RECORD_FILE).unlink(missing_ok=True)
     curriculum = make_loop_curriculum(config, run_dir)
     if state is None:
         library = default_library(noise=config.seed_noise)
     else:
         curriculum.load_state_dict(state.curriculum)
-        library = SkillLibrary.from_dict(state.library)
+        library = run_library(state.library, run_dir)
     curriculum.use_library(library)
     embodiment_class = PlannedEmbodiment if curriculum.experimenter else Embodiment
 
@@ -1038,6 +1098,9 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
         progress_bar(progress) as bar,
         contextlib.closing(curriculum),
     ):
+        remove_uncommitted(run_dir, state)
+        if not finished(config, state):  # a record of fewer iterations than now asked for
+            (run_dir / RECORD_FILE).unlink(missing_ok=True)
         done = 0 if state is None else state.iteration + 1
         iterations = bar.add_task("iterations", total=config.iterations + 1, completed=done)
         episodes = bar.add_task("episodes", total=config.seed_episodes)

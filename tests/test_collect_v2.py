@@ -159,6 +159,29 @@ def test_a_tiny_learned_collector_run_records_both_target_evaluations(tmp_path: 
     assert len(relabelled) == len(multi_step)
 
 
+def test_the_dataset_episode_count_includes_the_relabelled_episodes(tmp_path: Path) -> None:
+    config = LoopConfig(
+        env_id="GameOn/Tower-v0",
+        eval_env_id="GameOn/Tower-v0",
+        curriculum="fixed",
+        seed=3,
+        iterations=0,
+        seed_episodes=3,
+        num_updates=20,
+        eval_episodes_per_skill=1,
+        target_eval_episodes=1,
+        auto_stop=False,
+    )
+    record = run_experiment(config, tmp_path, progress=False)
+    state = json.loads((tmp_path / "state.json").read_text())
+    stored = episode_records("gameon/collect-v0", tmp_path / state["dataset"]["root"])
+    relabelled = sum(e["relabelled"] for e in stored.values())
+    assert relabelled == state["history"][0]["relabelled_episodes"] > 0  # seed 3 draws towers
+    assert state["dataset"]["episodes"] == len(stored) == config.seed_episodes + relabelled
+    assert record.extra["dataset"]["episodes"] == len(stored)
+    assert [it["episodes"] for it in record.extra["iterations"]] == [len(stored)]
+
+
 def test_a_demonstration_runs_every_skill_of_the_plan_with_the_given_executor(
     tmp_path: Path,
 ) -> None:
@@ -191,9 +214,8 @@ def test_the_demo_collector_demonstrates_each_task_the_learner_failed(tmp_path: 
     stored = list(
         episode_records("gameon/collect-v0", tmp_path / record.extra["dataset"]["root"]).values()
     )
-    seed_iteration = record.extra["iterations"][0]
-    seed_stored = seed_iteration["episodes"] + seed_iteration["relabelled_episodes"]
-    new = [e for e in stored[seed_stored:] if not e["relabelled"]]
+    assert record.extra["dataset"]["episodes"] == len(stored)
+    new = [e for e in stored[record.extra["iterations"][0]["episodes"] :] if not e["relabelled"]]
     attempts, demonstrations = new[:2], new[2:]
     for attempt in attempts:  # the attempt stops at its first failed skill
         assert attempt["actor_steps"]["scripted"] == 0

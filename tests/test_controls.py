@@ -178,3 +178,18 @@ def test_curriculum_for_env_aims_at_the_env_targets_unless_told():
         curriculum_for_env("GameOn/Tower-v0", "positive_control", 0)
     with pytest.raises(ValueError, match="cannot train on GameOn/MultiSkill-v0.*no tasks left"):
         curriculum_for_env("GameOn/MultiSkill-v0", "negative_control", 0)
+
+
+def test_a_collect_run_refuses_an_eval_env_that_leaves_out_skills_of_the_chain():
+    """The positive control practises by evaluated success: an unevaluated skill stays lowest."""
+    from gameon.experimenter.loop import LoopConfig
+
+    config = LoopConfig(curriculum="positive_control", eval_env_id="GameOn/Tower-v0")
+    with pytest.raises(
+        ValueError,
+        match="lift -> stack -> tower, but eval env GameOn/Tower-v0 does not evaluate lift, "
+        "stack; use an eval env that evaluates every skill of the chain",
+    ):
+        config.validate()
+    LoopConfig(curriculum="positive_control", eval_env_id="GameOn/MultiSkill-v0").validate()
+    LoopConfig(curriculum="fixed", eval_env_id="GameOn/Tower-v0").validate()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -182,8 +183,7 @@ def test_promoted_skill_runs_its_learned_policy(tmp_path: Path) -> None:
     ]
     state = json.loads((tmp_path / "state.json").read_text())
     reach = next(s for s in state["library"]["skills"] if s["name"] == "reach")
-    checkpoint = str((tmp_path / state["policy"]).resolve())
-    assert reach["executor"] == {"kind": "learned", "checkpoint": checkpoint}
+    assert reach["executor"] == {"kind": "learned", "checkpoint": state["policy"]}
     episodes = episode_records(DATASET_ID, tmp_path / state["dataset"]["root"])
     executors = [o["executor"] for _, e in sorted(episodes.items()) for o in e["outcomes"]]
     assert executors == ["scripted"] * 3 + ["learned"] * 3
@@ -198,6 +198,81 @@ def test_mastered_target_stops_the_run(tmp_path: Path) -> None:
     assert run_experiment(config, tmp_path, progress=False).extra["iterations_done"] == 0
 
 
+def files_in(run_dir: Path) -> dict[str, bytes]:
+    """Every file of a run folder and its contents, by path relative to the folder."""
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+
+def test_a_resume_whose_state_does_not_load_removes_nothing(
+    tiny_run: tuple[Path, RunRecord], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run[0], run_dir)
+    state = json.loads((run_dir / "state.json").read_text())
+    state["curriculum"]["name"] = "lp"
+    (run_dir / "state.json").write_text(json.dumps(state))
+    before = files_in(run_dir)
+    with pytest.raises(ValueError, match="state is for curriculum 'lp', not 'fixed'"):
+        run_experiment(replace(TINY, iterations=3), run_dir, progress=False)
+    assert files_in(run_dir) == before
+    assert "record.json" in before
+
+
+def test_a_finished_hand_run_goes_on_with_more_iterations_and_keeps_its_stage_windows(
+    tmp_path: Path,
+) -> None:
+    config = replace(
+        TINY,
+        practice_env_id="GameOn/MultiSkill-v0",
+        curriculum="hand",
+        iterations=1,
+        episodes_per_iteration=24,
+        seed_episodes=2,
+        num_updates=20,
+        target_eval_episodes=1,
+    )
+    run_experiment(config, tmp_path, progress=False)
+    windows = json.loads((tmp_path / "state.json").read_text())["curriculum"]["windows"]
+    assert windows == [3, 3, 3, 3, 4]  # a budget of 48 episodes would give [4, 4, 5, 5, 7]
+    record = run_experiment(replace(config, iterations=2), tmp_path, progress=False)
+    assert record.extra["iterations_done"] == 2 and record.extra["stopped"] == "budget"
+    assert load_record(tmp_path) == record
+    assert json.loads((tmp_path / "state.json").read_text())["curriculum"]["windows"] == windows
+
+
+def test_a_moved_run_folder_resumes_with_its_own_checkpoints(tmp_path: Path) -> None:
+    config = replace(TINY, iterations=1, num_updates=20, target_eval_episodes=1)
+    run_experiment(config, tmp_path / "a", progress=False)
+    moved = tmp_path / "b"
+    (tmp_path / "a").rename(moved)
+    record = run_experiment(replace(config, iterations=2), moved, progress=False)
+    assert record.extra["iterations_done"] == 2
+    state = json.loads((moved / "state.json").read_text())
+    checkpoints = {s["executor"]["checkpoint"] for s in state["library"]["skills"]}
+    assert checkpoints == {state["policy"]} == {"policies/iter_2/checkpoint.pt"}
+    assert record.extra["library"] == state["library"]
+
+
+def test_an_older_state_with_absolute_checkpoints_loads_unless_the_folder_moved(
+    tiny_run: tuple[Path, RunRecord], tmp_path: Path
+) -> None:
+    """States written before checkpoints were kept relative to the run folder."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run[0], run_dir)
+    state = json.loads((run_dir / "state.json").read_text())
+    for skill in state["library"]["skills"]:
+        skill["executor"]["checkpoint"] = str((run_dir / state["policy"]).resolve())
+    (run_dir / "state.json").write_text(json.dumps(state))
+    assert run_experiment(TINY, run_dir, progress=False).extra["iterations_done"] == 2
+    for skill in state["library"]["skills"]:
+        skill["executor"]["checkpoint"] = str((tiny_run[0] / state["policy"]).resolve())
+    (run_dir / "state.json").write_text(json.dumps(state))
+    before = files_in(run_dir)
+    with pytest.raises(ValueError, match="outside the run folder .* move it back"):
+        run_experiment(TINY, run_dir, progress=False)
+    assert files_in(run_dir) == before
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -207,6 +282,10 @@ def test_mastered_target_stops_the_run(tmp_path: Path) -> None:
         ({"curriculum": "nope"}, "fixed, hand, lp"),
         ({"learner": "ppo"}, "bc, iql"),
         ({"env_id": "GameOn/Tower-v0", "practice_env_id": "GameOn/Reach-v0"}, "MultiSkill"),
+        (
+            {"env_id": "GameOn/Tower-v0", "practice_env_id": "GameOn/Tower-v0"},
+            "practice env GameOn/Tower-v0 does not accept stack, which its tasks are run as",
+        ),
         ({"iterations": -1}, "iterations"),
         ({"stop_threshold": 1.5}, "stop_threshold"),
     ],
