@@ -27,6 +27,9 @@ curriculum's backend "auto" resolves here, once, to "gemini" when GEMINI_API_KEY
 GOOGLE_API_KEY is set and to "rules" otherwise. Its `max_cost` option, e.g.
 `{ name = "vlm", backend = "auto", max_cost = 0.5 }`, caps each collect run's estimated VLM spend
 in USD (LoopConfig.vlm_max_cost): past it the curriculum falls back without asking the model.
+Two curricula of a protocol must differ in their records' label (`CurriculumSpec.label`), since
+reports and the leaderboard group runs by it: e.g. vlm with and without `add_skills = false` are
+refused, vlm with two `model`s are two rows.
 """
 
 from __future__ import annotations

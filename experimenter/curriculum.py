@@ -929,7 +929,7 @@ def vlm_usage(curriculum: Curriculum) -> dict[str, Any]:
 
 
 def curriculum_label(curriculum: Curriculum) -> str:
-    """How results are labelled: the name, with the backend for vlm (e.g. "vlm[rules]")."""
+    """How results are labelled: the name, or for vlm its backend and model ("vlm[rules]")."""
     return curriculum.label
 
 

@@ -10,7 +10,8 @@ keeps its progress per skill, as the collect loop wants): when the model fails f
 the next consultation, and the fallback is counted. A run never stops because of the model.
 
 `usage()` totals the calls, tokens, estimated cost and fallbacks with the keys of
-`gameon.records.VLMUsage`; results are labelled `vlm[{backend}]` (`label`).
+`gameon.records.VLMUsage`; results are labelled `vlm[rules]`, `vlm[replay]` or
+`vlm[{backend}:{model}]` (`label`).
 
 A spending cap (`max_cost`, USD per run): once the run's estimated spend (`spent()`, from the
 price table) reaches it, every further module call falls back without sending a request, counted
