@@ -400,6 +400,7 @@ def test_next_observations_keep_the_transition_s_own_goal(tmp_path: Path) -> Non
             dataset_id="gameon/two-skills-v0",
             buffer=[buffer],
             env=env,
+            eval_env="GameOn/MultiSkill-v0",
             algorithm_name="test",
             author="test",
             author_email="n/a",

@@ -176,7 +176,7 @@ def test_gameon_routes_bench_and_leaderboard_to_the_harness(
     with pytest.raises(SystemExit) as exit_info:
         main(["leaderboard", "submit", str(tmp_path / "missing"), "--board", str(tmp_path)])
     assert exit_info.value.code == 1
-    assert "no run record at" in capsys.readouterr().out
+    assert "missing: no such file or folder" in capsys.readouterr().out
     assert not (tmp_path / "leaderboard.json").exists()
 
 
