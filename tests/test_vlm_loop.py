@@ -235,7 +235,8 @@ def test_gemini_backend_runs_the_same_loop_when_a_key_is_present(
     finally:
         server.close()
     run_dir, rules_record = rules_run
-    assert record.curriculum_label == "vlm[gemini]" and record.vlm.model == "gemini-2.5-flash"
+    assert record.curriculum_label == "vlm[gemini:gemini-2.5-flash]"
+    assert record.vlm.model == "gemini-2.5-flash"
     assert all(":generateContent" in path for path in server.paths)
     assert [d["tasks"] for d in decisions(tmp_path)] == [d["tasks"] for d in decisions(run_dir)]
     assert [d["plans"] for d in decisions(tmp_path)] == [d["plans"] for d in decisions(run_dir)]
