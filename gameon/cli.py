@@ -8,6 +8,7 @@ so a missing optional extra is answered with one line naming the extra to instal
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -16,7 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import gymnasium as gym
 import numpy as np
-import tyro
+
+try:
+    import tyro
+except ModuleNotFoundError:  # without the cli extra: run_command says which extra to install
+    tyro = None
 
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
@@ -161,8 +166,16 @@ def _check(args: Demo) -> None:
         raise UsageError(f"unknown camera {args.camera!r}; accepted: {_accepted(CAMERAS)}")
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError(f"--max-steps must be at least 1, got {args.max_steps}")
-    if args.noise < 0:
-        raise UsageError(f"--noise must be at least 0, got {args.noise}")
+    if not math.isfinite(args.noise) or args.noise < 0:
+        raise UsageError(f"--noise must be a number of at least 0, got {args.noise}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be at least 0, got {args.seed}")
+    existing = next(p for p in (args.out.parent, *args.out.parent.parents) if p.exists())
+    if not existing.is_dir():
+        raise UsageError(
+            f"cannot write the video to {str(args.out)!r}: {str(existing)!r} is not a folder; "
+            "give a path in a folder that exists or can be created"
+        )
 
 
 def write_video(path: Path, frames: list[np.ndarray], fps: int = FPS) -> None:
@@ -289,6 +302,8 @@ def run_command(arguments: Sequence[str]) -> None:
     name, rest = arguments[0], list(arguments[1:])
     if name not in COMMANDS:
         raise UsageError(f"unknown command {name!r}; accepted: {_accepted(COMMANDS)}")
+    if tyro is None:
+        raise ModuleNotFoundError("No module named 'tyro'", name="tyro")
     prog = f"gameon {name}"
     if name == "envs":
         tyro.cli(Envs, args=rest, prog=prog)

@@ -65,6 +65,27 @@ def test_bad_video_suffix_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture,
     assert ".mp4" in err and ".gif" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--seed", "-1"], "--seed must be at least 0, got -1"),
+        (["--noise", "nan"], "--noise must be a number of at least 0, got nan"),
+        (["--out", "{file}/x.gif"], "cannot write the video to '{file}/x.gif'"),
+    ],
+)
+def test_bad_demo_values_exit_2_before_the_episode(
+    tmp_path: Path, capsys: pytest.CaptureFixture, flags: list[str], message: str
+) -> None:
+    file = tmp_path / "file"
+    file.write_text("not a folder")
+    args = ["demo", "--out", str(tmp_path / "x.gif"), *(f.format(file=file) for f in flags)]
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message.format(file=file) in err and len(err.strip().splitlines()) == 1
+
+
 def test_bad_instruction_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("gameon.envs.experts")
     args = ["demo", "--instruction", "juggle the red block", "--out", str(tmp_path / "x.gif")]
@@ -254,6 +275,15 @@ def test_a_missing_extra_is_one_line_naming_it(
     err = capsys.readouterr().err.strip()
     assert err.startswith(line) and len(err.splitlines()) == 1
     assert not (tmp_path / "results").exists() and not (tmp_path / "board").exists()
+
+
+def test_without_tyro_the_gameon_command_says_which_extra_to_install() -> None:
+    hidden = "import sys; sys.modules['tyro'] = None; from gameon.cli import main; main(['envs'])"
+    result = subprocess.run(
+        [sys.executable, "-c", hidden], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "gameon envs needs tyro: pip install 'gameon-rl[cli]'"
 
 
 def test_the_torch_line_gives_the_cpu_build_and_unknown_modules_still_raise() -> None:
