@@ -140,9 +140,10 @@ def evaluate(
     if on_frame is not None or video is not None:
         kwargs.setdefault("render_mode", "rgb_array")
     env = gym.make(env_id, **kwargs)
-    if wrapper is not None:
-        env = wrapper(env)
     with contextlib.ExitStack() as stack:
+        stack.callback(lambda: env.close())  # the outermost env, also when the policy raises
+        if wrapper is not None:
+            env = wrapper(env)
         frame_sinks = [] if on_frame is None else [on_frame]
         if video is not None:
             frame_sinks.append(stack.enter_context(_video_writer(video, env)).append_data)
@@ -172,7 +173,6 @@ def evaluate(
                     length=length,
                 )
             )
-    env.close()
     return EvalReport(env_id, tuple(episodes))
 
 

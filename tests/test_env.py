@@ -28,6 +28,7 @@ from gameon.envs.world import (
     scene_from_state,
     state_size,
 )
+from gameon.evaluation import EvalTask, evaluate
 
 SINGLE_SKILL_IDS = [env_id for env_id in ENV_IDS if len(ENV_SKILLS[env_id][0]) == 1]
 STACK = "GameOn/Stack-v0"
@@ -828,3 +829,20 @@ def test_blocks_option_sets_the_scene(make_env, blocks):
     assert language.parse(info["instruction"]).objects == ("purple",)
     seen = {env.reset(seed=seed)[1]["instruction"] for seed in range(20)}
     assert set().union(*(parse(text).objects for text in seen)) == set(colours)
+
+
+def test_evaluate_closes_its_env_when_the_policy_raises() -> None:
+    closed = []
+
+    class Watched(gym.Wrapper):
+        def close(self) -> None:
+            closed.append(True)
+            super().close()
+
+    def failing_policy(observation: dict) -> np.ndarray:
+        raise KeyError("a policy bug")
+
+    suite = [EvalTask("move the gripper above the red block", 0)]
+    with pytest.raises(KeyError, match="a policy bug"):
+        evaluate(failing_policy, "GameOn/Reach-v0", suite, wrapper=Watched)
+    assert closed == [True]
