@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,11 @@ def _choice(name: str, value: str, accepted: Sequence[str]) -> str:
     if value not in accepted:
         raise ValueError(f"unknown {name} {value!r}; accepted: {', '.join(map(str, accepted))}")
     return value
+
+
+def _is_int(value: Any) -> bool:
+    """An integer, numpy's included, but not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
@@ -78,6 +84,8 @@ class StackingEnv(gym.Env):
     ) -> None:
         self.colours = self._colours(blocks)
         self.skills = tuple(_choice("skill", s, SKILLS) for s in skills)
+        if not self.skills:
+            raise ValueError(f"skills must name at least one skill; accepted: {', '.join(SKILLS)}")
         for skill in self.skills:
             if language.required_blocks(skill) > len(self.colours):
                 raise ValueError(
@@ -93,8 +101,10 @@ class StackingEnv(gym.Env):
         self.pixel_camera = _choice("pixel_camera", pixel_camera, CAMERAS)
         self.terminate_on_success = terminate_on_success
         for name, size in (("width", width), ("height", height), ("pixel_size", pixel_size)):
-            if not 16 <= size <= 1024:
-                raise ValueError(f"{name} must be between 16 and 1024 pixels, got {size}")
+            if not _is_int(size) or not 16 <= size <= 1024:
+                raise ValueError(
+                    f"{name} must be a whole number of pixels from 16 to 1024, got {size}"
+                )
         self.width, self.height, self.pixel_size = width, height, pixel_size
 
         self.world = World.build(self.colours, max(width, pixel_size), max(height, pixel_size))
@@ -119,10 +129,15 @@ class StackingEnv(gym.Env):
 
     @staticmethod
     def _colours(blocks: int | Sequence[str]) -> tuple[str, ...]:
-        if isinstance(blocks, int):
+        if _is_int(blocks):
             if not 2 <= blocks <= len(COLOURS):
                 raise ValueError(f"blocks must be 2 to {len(COLOURS)}, got {blocks}")
             return COLOURS[:blocks]
+        if isinstance(blocks, str) or not isinstance(blocks, Sequence):
+            raise ValueError(
+                f"blocks must be a number of blocks (2 to {len(COLOURS)}) or a list of colours "
+                f"({', '.join(COLOURS)}), got {blocks!r}"
+            )
         colours = tuple(blocks)
         for colour in colours:
             _choice("block colour", colour, COLOURS)

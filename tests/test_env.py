@@ -140,7 +140,10 @@ def test_pixel_modes_pass_check_env_without_warnings(make_env, kwargs):
         ({"camera": "side"}, ("'side'", "front, top, wrist")),
         ({"blocks": 1}, ("2 to 5",)),
         ({"blocks": ("red", "pink")}, ("'pink'", "red, green, blue, yellow, purple")),
-        ({"width": 4}, ("width", "16 and 1024")),
+        ({"width": 4}, ("width", "16 to 1024")),
+        ({"width": 100.5}, ("width must be a whole number of pixels", "100.5")),
+        ({"blocks": 3.0}, ("a number of blocks (2 to 5) or a list of colours", "3.0")),
+        ({"skills": []}, ("at least one skill", "reach, lift, push")),
     ],
 )
 def test_constructor_rejects_bad_options_naming_accepted_values(kwargs, expected):
