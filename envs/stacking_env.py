@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -133,7 +133,7 @@ class StackingEnv(gym.Env):
             if not 2 <= blocks <= len(COLOURS):
                 raise ValueError(f"blocks must be 2 to {len(COLOURS)}, got {blocks}")
             return COLOURS[:blocks]
-        if isinstance(blocks, str) or not isinstance(blocks, Sequence):
+        if isinstance(blocks, str) or not isinstance(blocks, Iterable):
             raise ValueError(
                 f"blocks must be a number of blocks (2 to {len(COLOURS)}) or a list of colours "
                 f"({', '.join(COLOURS)}), got {blocks!r}"
