@@ -52,6 +52,7 @@ MAX_INIT_BYTES = 1 << 20
 MAX_STDERR_BYTES = 4096
 MAX_REASON_CHARS = 300
 INSTALL_HINT = "apt-get install bubblewrap"
+TOO_DEEP = "the source is nested too deeply"
 
 FORBIDDEN_NAMES = frozenset(
     {
@@ -281,9 +282,14 @@ def check_source(source: str, limits: SandboxLimits = SandboxLimits()) -> None:
         raise SkillRejected(f"syntax error (line {error.lineno}): {error.msg}") from None
     except ValueError as error:
         raise SkillRejected(f"the source does not parse: {error}") from None
+    except (RecursionError, MemoryError):
+        raise SkillRejected(TOO_DEEP) from None
     for node in ast.walk(tree):
         _check_node(node)
-    result = compile_restricted_exec(source, "<skill>")
+    try:
+        result = compile_restricted_exec(source, "<skill>")
+    except (RecursionError, MemoryError):
+        raise SkillRejected(TOO_DEEP) from None
     if result.errors:
         raise SkillRejected(f"RestrictedPython refused the source: {result.errors[0]}")
     skills = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "skill"]
@@ -402,8 +408,12 @@ def _valid_action(action: Any) -> str | None:
     for value in action:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return f"an action holds {_truncate(repr(value), 60)}, not a number"
-        if not math.isfinite(value) or not -1.0 <= value <= 1.0:
-            return f"an action entry {value!r} is not a finite number in [-1, 1]"
+        try:
+            number = float(value)
+        except (OverflowError, TypeError):
+            number = math.inf
+        if not math.isfinite(number) or not -1.0 <= number <= 1.0:
+            return f"an action entry {_truncate(repr(value), 60)} is not a finite number in [-1, 1]"
     return None
 
 

@@ -30,6 +30,7 @@ STACK = "GameOn/Stack-v0"
 REACH = "GameOn/Reach-v0"
 RAISES = "def skill(blocks):\n    raise ValueError('boom')\n"
 NAN_AFTER_THREE = "def skill(blocks):\n    wait(3)\n    send_action([float('nan'), 0, 0, 0, 0])\n"
+HUGE = "def skill(blocks):\n    send_action([10 ** 400, 0, 0, 0, 0])\n"
 
 
 def wrapped(coded_skills: dict[str, str], **kwargs: object) -> CodedActions:
@@ -141,6 +142,17 @@ def test_rejected_skill_is_reported_and_the_episode_goes_on(
     _, _, _, _, info = env.step(np.zeros(7, np.float32))
     assert info["env_steps"] == 1 and "rejection" not in info
     assert env.rejections == {"bad": 1, "nan": 1}
+    env.close()
+
+
+def test_an_action_too_large_for_a_float_is_a_rejection_and_the_episode_goes_on() -> None:
+    env = wrapped({"huge": HUGE})
+    env.reset(seed=2)
+    _, _, terminated, truncated, info = env.step(select(env, "huge"))
+    assert info["rejection"].startswith("invalid action")
+    assert "is not a finite number in [-1, 1]" in info["rejection"]
+    assert info["env_steps"] == 1 and not (terminated or truncated)
+    assert env.rejections == {"huge": 1}
     env.close()
 
 

@@ -140,6 +140,8 @@ def test_attacks_are_rejected_and_touch_nothing(name: str, tmp_path: Path) -> No
         ("def skill(blocks):\n    with blocks:\n        pass\n", "with statements"),
         ("@wait\ndef skill(blocks):\n    pass\n", "decorators"),
         ("def skill(blocks):\n    x = [0]\n    x[0] += 1\n", "RestrictedPython"),
+        ("def skill(blocks):\n    x = 1" + "+1" * 250 + "\n", "nested too deeply"),
+        ("def skill(blocks):\n    x = " + "-" * 5900 + "1\n", "nested too deeply"),
     ],
 )
 def test_check_source_names_the_problem(source: str, words: str) -> None:
@@ -219,6 +221,7 @@ def test_skill_that_raises_is_rejected_with_the_exception() -> None:
         ("[float('nan'), 0, 0, 0, 0]", "nan is not a finite number"),
         ("[float('inf'), 0, 0, 0, 0]", "inf is not a finite number"),
         ("[2, 0, 0, 0, 0]", "2 is not a finite number in [-1, 1]"),
+        ("[10 ** 400, 0, 0, 0, 0]", "is not a finite number in [-1, 1]"),
         ("[0, 0]", "got 2 entries"),
         ("[0, 0, 0, 0, 0, 0]", "got 6 entries"),
         ("['a', 0, 0, 0, 0]", "'a', not a number"),
