@@ -26,13 +26,13 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gameon.atomic import atomic_write
 from gameon.envs import ENV_SKILLS
-from gameon.envs.language import SKILLS, parse
+from gameon.envs.language import COLOURS, SKILLS, parse
 from gameon.integrity import (
     checkpoint_evidence,
     folder_sha256,
@@ -50,10 +50,16 @@ RANKED_MODE = "composed"
 """Name of the run record inside a run's folder."""
 
 
+Skill = Literal[SKILLS]
+Colour = Literal[COLOURS]
+Rate = Annotated[float, Field(ge=0, le=1)]
+Count = Annotated[int, Field(ge=0)]
+
+
 class StrictModel(BaseModel):
     """A pydantic model that refuses unknown keys (a misspelt field is an error, not ignored)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class EpisodeOutcome(StrictModel):
@@ -101,7 +107,7 @@ class CurvePoint(StrictModel):
 
     step: int = Field(ge=0)
     success_rate: float = Field(ge=0, le=1)
-    per_skill: dict[str, float]
+    per_skill: dict[Skill, Rate]
 
 
 class VLMUsage(StrictModel):
@@ -135,8 +141,8 @@ class Collected(StrictModel):
     """What the collect protocol practised: episodes per skill and mentions per block colour."""
 
     episodes: int = Field(ge=0)
-    skills: dict[str, int]
-    objects: dict[str, int]
+    skills: dict[Skill, Count]
+    objects: dict[Colour, Count]
 
 
 SHA256 = r"^[0-9a-f]{64}$"
@@ -220,6 +226,9 @@ class RunRecord(StrictModel):
         unknown = [s for s in self.target_skills if s not in SKILLS]
         if unknown:
             raise ValueError(f"unknown target skills {unknown}; accepted: {', '.join(SKILLS)}")
+        steps = [point.step for point in self.curve]
+        if steps != sorted(steps):
+            raise ValueError(f"the curve's steps must not decrease, got {steps}")
         evaluated = {e.skill for e in self.evaluation.episodes}
         missing = [s for s in self.target_skills if s not in evaluated]
         if missing:

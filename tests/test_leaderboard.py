@@ -84,6 +84,35 @@ def test_malformed_records_are_rejected(board, tmp_path) -> None:
     _rejected(board, [], "no run records given")
 
 
+@pytest.mark.parametrize(
+    ("path", "value", "needle"),
+    [
+        (("curve", 0, "per_skill", "reach"), 7.5, "less than or equal to 1"),
+        (("curve", 0, "per_skill", "dance"), 0.5, "Input should be 'reach', 'lift'"),
+        (("curve", 0, "step"), 10**9, "the curve's steps must not decrease"),
+        (("collected", "skills", "reach"), -5, "greater than or equal to 0"),
+        (("collected", "objects", "mauve"), 1, "Input should be 'red', 'green'"),
+        (("wall_seconds",), float("inf"), "finite number"),
+        (("evaluation", "episodes", 0, "episode_return"), float("nan"), "finite number"),
+    ],
+)
+def test_records_with_impossible_values_fail_the_schema(
+    board, tmp_path, path: tuple, value: object, needle: str
+) -> None:
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    data = json.loads((runs[0] / "record.json").read_text())
+    data["collected"] = data["collected"] or {"episodes": 1, "skills": {}, "objects": {}}
+    if path[0] == "curve":
+        data["curve"].append({**data["curve"][-1], "step": data["curve"][-1]["step"] + 1})
+    *parents, key = path
+    table = data
+    for parent in parents:
+        table = table[parent]
+    table[key] = value
+    (runs[0] / "record.json").write_text(json.dumps(data))
+    _rejected(board, runs, "schema", needle)
+
+
 def test_a_missing_path_is_reported_as_missing_not_as_schema(board, tmp_path) -> None:
     (tmp_path / "empty").mkdir()
     reasons = _rejected(board, [tmp_path / "nowhere", tmp_path / "empty"])
