@@ -246,16 +246,26 @@ def executor_from_dict(data: Mapping[str, Any]) -> Executor:
 
 
 def _slots(template: str) -> set[int]:
-    """The numbered slots `{i}` of a macro text, ValueError for any other replacement field."""
+    """The numbered slots `{i}` (i below the number of colours) of a macro text, ValueError for
+    any other replacement field, so formatting it with the colours cannot fail."""
     try:
-        names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        fields = [
+            (name, spec, conversion)
+            for _, name, spec, conversion in string.Formatter().parse(template)
+            if name is not None
+        ]
     except ValueError as error:
         raise ValueError(f"malformed template {template!r}: {error}") from None
-    if not all(name.isdigit() for name in names):
+    plain = all(
+        name.isascii() and name.isdigit() and not spec and not conversion
+        for name, spec, conversion in fields
+    )
+    if not plain or any(int(name) >= len(COLOURS) for name, _, _ in fields):
         raise ValueError(
-            f"template {template!r} may only use numbered slots {{0}}, {{1}}, ... for blocks"
+            f"template {template!r} may only use plain numbered slots {{0}} .. "
+            f"{{{len(COLOURS) - 1}}} for blocks"
         )
-    return {int(name) for name in names}
+    return {int(name) for name, _, _ in fields}
 
 
 @dataclass(frozen=True)
@@ -300,7 +310,8 @@ class Skill:
         return self.executor.steps if isinstance(self.executor, MacroExecutor) else ()
 
     def _check_macro(self) -> None:
-        """Every step must be bound by the template's slots and parse once bound."""
+        """Every step must be bound by the template's slots and parse once bound, and the
+        template's slots must name its blocks in order, else `bind` could never match it."""
         slots = _slots(self.template)
         if slots != set(range(len(slots))):
             raise ValueError(f"macro {self.name!r}: template slots must be {{0}} .. {{n-1}}")
@@ -318,6 +329,11 @@ class Skill:
                 raise ValueError(
                     f"macro {self.name!r}: {text!r} is not an instruction: {error}"
                 ) from None
+        if parse(self.template.format(*colours)).objects[: len(slots)] != colours:
+            raise ValueError(
+                f"macro {self.name!r}: template {self.template!r} must number its blocks in "
+                "the order the instruction names them, {0} first, then {1}, ..."
+            )
 
     def bind(self, instruction: Instruction) -> list[Instruction] | None:
         """A macro's steps for `instruction` if its template matches it, else None."""

@@ -174,6 +174,53 @@ def test_bad_skills_and_unknown_names() -> None:
         without_stack.decompose(TOWER)
 
 
+@pytest.mark.parametrize(
+    ("template", "step"),
+    [
+        ("{0} {1} {2} {3} {4} {5}", "pick up the {5} block"),
+        ("pick up the {0:{1}} block", "pick up the {0} block"),
+        ("pick up the {0:{x}} block", "pick up the {0} block"),
+        ("pick up the {0!r} block", "pick up the {0} block"),
+        ("pick up the {0:>8} block", "pick up the {0} block"),
+    ],
+)
+def test_macro_slots_that_cannot_be_filled_with_colours_are_value_errors(
+    template: str, step: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="plain numbered slots"):
+        Skill("bad", template, "x", MacroExecutor((step,)))
+    library = default_library().to_dict()
+    macro = {"kind": "macro", "steps": [step]}
+    library["skills"].append(
+        {"name": "bad", "template": template, "description": "x", "executor": macro}
+    )
+    path = tmp_path / "library.json"
+    path.write_text(json.dumps(library))
+    with pytest.raises(ValueError, match="plain numbered slots"):
+        SkillLibrary.load(path)
+
+
+def test_a_macro_whose_slots_are_out_of_order_is_refused() -> None:
+    with pytest.raises(ValueError, match="in the order the instruction names them"):
+        Skill(
+            "stack-reversed",
+            "stack the {1} block on the {0} block",
+            "lift the top block, then stack it",
+            MacroExecutor(("pick up the {1} block", "stack the {1} block on the {0} block")),
+        )
+    in_order = Skill(
+        "stack-lifted",
+        "stack the {0} block on the {1} block",
+        "lift the top block, then stack it",
+        MacroExecutor(("pick up the {0} block", "stack the {0} block on the {1} block")),
+    )
+    steps = in_order.bind(parse("stack the blue block on the red block"))
+    assert [str(step) for step in steps or []] == [
+        "pick up the blue block",
+        "stack the blue block on the red block",
+    ]
+
+
 def test_learned_executor_loads_lazily_and_acts(tmp_path: Path) -> None:
     env = gym.make("GameOn/Lift-v0")
     path = tiny_checkpoint(tmp_path / "lift.pt", env)

@@ -14,7 +14,9 @@ from gameon.experimenter.curriculum import (
     task_set,
     vlm_usage,
 )
+from gameon.experimenter.skills import default_library
 from gameon.experimenter.vlm import (
+    Backend,
     ReplayBackend,
     RulesBackend,
     Transcript,
@@ -23,6 +25,7 @@ from gameon.experimenter.vlm import (
     make_backend,
     modules,
 )
+from gameon.experimenter.vlm.estimate import prompt_sizes
 from gameon.experimenter.vlm.prompts import MODULES, PROMPTS_DIR, extract_context, render_prompt
 from gameon.experimenter.vlm.rules_backend import verdict
 from gameon.experimenter.vlm_curriculum import VLMCurriculum
@@ -51,6 +54,13 @@ def test_every_module_has_a_prompt_file_with_a_json_context() -> None:
         render_prompt("propose", context, library="L")
     with pytest.raises(ValueError, match="accepted: propose, decompose"):
         render_prompt("plan", context)
+
+
+def test_only_the_prompts_of_modules_sent_an_image_mention_one() -> None:
+    sizes = prompt_sizes("GameOn/MultiSkill-v0", 2)
+    for module in MODULES:
+        mentions = "image" in (PROMPTS_DIR / f"{module}.md").read_text().lower()
+        assert mentions == (sizes[module][1] > 0), module
 
 
 def test_rules_propose_follows_prerequisites_progress_and_stalls() -> None:
@@ -86,6 +96,64 @@ def test_retrieve_parses_then_matches_text_then_reports_unmatched() -> None:
     lost = modules.retrieve(None, "juggle", library, colours)
     assert lost.method == "unmatched" and lost.instruction is None
     assert modules.retrieve(None, "pick up the purple block", library, colours).method != "parse"
+
+
+def test_retrieve_never_rewrites_a_step_into_another_block_or_meaning() -> None:
+    library = make_curriculum("vlm", TASKS).library
+    colours = ("red", "green", "blue")
+    rules = RulesBackend()
+    absent = modules.retrieve(rules, "pick up the purple block", library, colours)
+    assert (absent.method, absent.instruction) == ("unmatched", None)
+    assert "no purple block" in absent.reason and rules.calls == 0
+    for step in ("do not stack the red block on the blue block", "pick up the bleu block"):
+        found = modules.retrieve(None, step, library, colours)
+        assert (found.method, found.instruction) == ("unmatched", None), step
+    typo = modules.retrieve(None, "move the griper above the green block", library, colours)
+    assert (typo.method, typo.instruction) == (
+        "similarity",
+        "move the gripper above the green block",
+    )
+
+
+class Canned(Backend):
+    """A backend that gives the same JSON answer to every request, keeping the prompts."""
+
+    def __init__(self, answer: dict) -> None:
+        super().__init__("canned", "test")
+        self.answer = json.dumps(answer)
+        self.prompts: list[str] = []
+
+    def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
+        self.prompts.append(prompt)
+        return self.answer, Usage()
+
+
+@pytest.mark.parametrize(
+    ("template", "step", "error"),
+    [
+        ("{0} {1} {2} {3} {4} {5}", "pick up the {5} block", "plain numbered slots"),
+        ("pick up the {0:{1}} block", "pick up the {0} block", "plain numbered slots"),
+        ("pick up the {0:{x}} block", "pick up the {0} block", "plain numbered slots"),
+        ("stack the {1} block on the {0} block", "pick up the {1} block", "in the order"),
+    ],
+)
+def test_an_unusable_macro_is_re_asked_then_falls_back(
+    template: str, step: str, error: str
+) -> None:
+    spec = {"name": "m", "template": template, "steps": [step], "description": "d"}
+    backend = Canned({"skill": spec, "rationale": ""})
+    curriculum = VLMCurriculum(TASKS, backend, library=default_library())
+    assert curriculum.propose_skill() == (None, "")
+    assert curriculum.fallbacks == 1 and "m" not in curriculum.library
+    assert len(backend.prompts) == 3 and error in backend.prompts[1]
+
+
+def test_a_too_deeply_nested_coded_skill_is_re_asked_then_falls_back() -> None:
+    source = "def skill(blocks):\n    x = 1" + "+1" * 250 + "\n"
+    backend = Canned({"source": source, "rationale": ""})
+    curriculum = VLMCurriculum(TASKS, backend, library=default_library())
+    assert curriculum.write_code("stack") is None and curriculum.fallbacks == 1
+    assert len(backend.prompts) == 3 and "nested too deeply" in backend.prompts[1]
 
 
 def test_make_backend_names_what_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

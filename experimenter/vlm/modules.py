@@ -2,8 +2,10 @@
 
 - `propose_tasks`: scene image + library + per-task and per-skill history -> next tasks;
 - `decompose`: a task -> a sequence of steps (instruction texts for library skills);
-- `retrieve`: a step -> a library skill, by exact grammar parse, then text similarity, then the
-  model; a step none of them matches is reported as unmatched, never guessed;
+- `retrieve`: a step -> a library skill: a step that parses runs as parsed; one that does not
+  parse goes to text similarity (only misspelt words may differ), then the model; a step none
+  of them matches, or one that parses but names a block the scene lacks or a skill the library
+  cannot run, is reported as unmatched, never guessed;
 - `analyse`: per-skill learning curves (a table and a plot image) -> improving, converged or
   stalled per skill;
 - `propose_skill`: a new macro skill, which joins the library only after the oracle judges it
@@ -27,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from gameon.envs.language import SKILLS, Instruction, all_instructions, parse
+from gameon.envs.language import COLOURS, SKILLS, Instruction, all_instructions, parse
 from gameon.experimenter.sandbox import SkillRejected, check_source
 from gameon.experimenter.skills import MacroExecutor, Skill, SkillLibrary
 from gameon.experimenter.vlm.backend import Backend, ImageLike
@@ -46,7 +48,8 @@ PREREQUISITES: dict[str, tuple[str, ...]] = {
 """Skills that should be mastered before a skill is worth practising (shown to the model)."""
 MAX_STEPS = 8
 SIMILARITY_CUTOFF = 0.85
-"""difflib ratio above which a step is taken to mean the closest candidate instruction"""
+"""difflib ratio above which a step (and each of its misspelt words) is taken to mean the closest
+candidate instruction"""
 CURVE_WINDOW = 3
 """points of a learning curve whose slope the analysis judges"""
 FLAT_SLOPE = 0.05
@@ -250,6 +253,24 @@ def candidate_instructions(library: SkillLibrary, colours: Sequence[str]) -> lis
     return [str(i) for i in all_instructions(tuple(colours), skills)]
 
 
+def only_misspelt(step: str, candidate: str) -> bool:
+    """Whether a step is the candidate with some words slightly misspelt (a plural, a typo): no
+    word added, dropped or swapped for another and every colour exact, so matching it by
+    similarity never changes what the step asks for (a "do not" or another block)."""
+    ours = step.strip().lower().rstrip(".").split()
+    theirs = candidate.lower().split()
+    if len(ours) != len(theirs):
+        return False
+    for word, other in zip(ours, theirs, strict=True):
+        if word == other:
+            continue
+        if word.strip(",") in COLOURS or other.strip(",") in COLOURS:
+            return False
+        if difflib.SequenceMatcher(None, word, other).ratio() < SIMILARITY_CUTOFF:
+            return False
+    return True
+
+
 def retrieve(
     backend: Backend | None,
     step: str,
@@ -257,22 +278,30 @@ def retrieve(
     colours: Sequence[str],
     image: ImageLike | None = None,
 ) -> Retrieval:
-    """Match a step to a library skill: grammar parse, then similarity, then the model.
+    """Match a step to a library skill: grammar parse, else similarity, then the model.
 
-    Raises VLMError if the model is asked and fails for good; with `backend=None` a step that
-    neither parses nor is similar enough is reported unmatched.
+    A step that parses means exactly its parse: it runs as parsed, or is reported unmatched if
+    it names a block the scene lacks or the library cannot run it. Raises VLMError if the model
+    is asked and fails for good; with `backend=None` a step that neither parses nor differs
+    from a candidate only by misspelt words is reported unmatched.
     """
     try:
         instruction = parse(step)
     except ValueError:
         instruction = None
-    known = instruction is not None and set(instruction.objects) <= set(colours)
-    if known and runnable(library, instruction):
+    if instruction is not None:
+        missing = [colour for colour in instruction.objects if colour not in colours]
+        if missing:
+            lacks = f"the scene has no {' or '.join(missing)} block"
+            return Retrieval(step, None, None, "unmatched", lacks)
+        if not runnable(library, instruction):
+            return Retrieval(step, None, None, "unmatched", "the library cannot run it")
         return Retrieval(step, str(instruction), instruction.skill, "parse")
     candidates = candidate_instructions(library, colours)
-    close = difflib.get_close_matches(step.strip().lower(), candidates, 1, SIMILARITY_CUTOFF)
-    if close:
-        return Retrieval(step, close[0], parse(close[0]).skill, "similarity")
+    close = difflib.get_close_matches(step.strip().lower(), candidates, 3, SIMILARITY_CUTOFF)
+    similar = next((text for text in close if only_misspelt(step, text)), None)
+    if similar is not None:
+        return Retrieval(step, similar, parse(similar).skill, "similarity")
     if backend is None:
         return Retrieval(step, None, None, "unmatched", "no parse and no similar instruction")
     context = {
