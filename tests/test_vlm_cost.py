@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
@@ -25,9 +26,11 @@ from gameon.experimenter.vlm import Transcript, make_backend
 from gameon.experimenter.vlm.estimate import (
     collect_estimate,
     module_counts,
+    online_estimate,
     prompt_sizes,
 )
 from gameon.experimenter.vlm.gemini_backend import GeminiBackend
+from gameon.experimenter.vlm.openai_backend import OpenAIBackend
 from gameon.experimenter.vlm.prompts import PROMPTS_DIR
 from gameon.experimenter.vlm_curriculum import VLMCurriculum, make_vlm_curriculum
 
@@ -119,6 +122,30 @@ def assert_no_key(folder: Path, *texts: str) -> None:
             assert OPENAI_KEY.encode() not in data and GEMINI_KEY.encode() not in data, path
     for text in texts:
         assert OPENAI_KEY not in text and GEMINI_KEY not in text
+
+
+@pytest.mark.parametrize("wire", ["openai", "gemini"])
+def test_a_key_echoed_by_a_server_error_is_redacted_without_a_transcript(
+    wire: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    if wire == "openai":
+        server = ScriptedServer("/v1/chat/completions")
+        key = OPENAI_KEY
+        backend: object = OpenAIBackend("gpt-4o-mini", f"{server.url}/v1", max_retries=0)
+    else:
+        server = ScriptedServer(re.compile(r"/v1(beta)?/models/gemini-2\.5-flash:.*"))
+        key = GEMINI_KEY
+        backend = GeminiBackend("gemini-2.5-flash", server.url, timeout=5.0, attempts=1)
+    message = {"error": {"code": 401, "message": f"Incorrect API key provided: {key}"}}
+    server.script(Scripted(401, json.dumps(message)))
+    try:
+        curriculum = make_vlm_curriculum(TASKS, 0, backend=backend, interval=None)
+        with caplog.at_level(logging.WARNING):
+            assert not curriculum.consult()
+    finally:
+        server.close()
+    assert len(server.requests) == 1 and curriculum.fallbacks == 1
+    assert "Incorrect API key provided: ***" in caplog.text and key not in caplog.text
 
 
 # -- the cap ----------------------------------------------------------------------------------
@@ -272,6 +299,24 @@ def test_the_estimate_counts_calls_from_the_budget_and_measures_the_prompts() ->
     assert collect_estimate(replace(config, vlm_backend="rules")) is None
     capped_line = collect_estimate(replace(config, vlm_max_cost=0.01)).line()
     assert "capped at $0.01 a run: at most $0.01" in capped_line
+
+
+def test_the_online_estimate_counts_episodes_of_the_runs_own_length() -> None:
+    pytest.importorskip("torch")
+    from gameon.baselines.ppo import Args
+
+    args = Args(
+        env_id="GameOn/MultiSkill-v0",
+        curriculum="vlm",
+        vlm_backend="gemini",
+        total_timesteps=4000,
+        num_envs=1,
+        vlm_interval=1,
+    )
+    default = online_estimate(args)
+    shorter = online_estimate(replace(args, max_episode_steps=100))
+    assert default is not None and shorter is not None
+    assert (default.calls, shorter.calls) == (4000 // 400 + 1, 4000 // 100 + 1)
 
 
 def test_experiment_says_calls_and_cost_before_the_first_request(

@@ -219,6 +219,7 @@ class Backend(ABC):
         self.calls = 0
         self.total_usage = Usage()
         self._cache: dict[str, str] = {}
+        self._secrets: list[str] = []
         self.cost_cap: Callable[[], str | None] | None = None
         """asked before every request; a reason (e.g. the cap is spent) stops the call unsent"""
 
@@ -236,8 +237,17 @@ class Backend(ABC):
         """The (backend, model) pair that request hashes are computed with."""
         return self.name, self.model
 
+    def add_secret(self, secret: str) -> None:
+        """Scrub this value (an API key) from every error and transcript entry of this backend,
+        with or without a transcript."""
+        if secret and secret not in self._secrets:
+            self._secrets.append(secret)
+        if self.transcript is not None:
+            self.transcript.add_secret(secret)
+
     def _redact(self, text: str) -> str:
-        """Scrub secrets known to the transcript."""
+        """Scrub the backend's own secrets and those known to the transcript."""
+        text = redact(text, self._secrets)
         return self.transcript.redact(text) if self.transcript is not None else text
 
     def _cached_raw(self, req_hash: str) -> str | None:

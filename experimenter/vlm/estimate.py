@@ -8,8 +8,8 @@ to code (with `vlm_code_skills`). Typically: the proposal's tasks are planned, n
 the model, write_code once, no re-ask, every iteration runs. At most: a failed proposal leaves
 every distinct task of the iteration to plan, every step of every plan is asked, every skill is
 coded, and every call is re-asked `max_reasks` times. An online run consults propose once every
-`vlm_interval` episodes: typically every episode runs to the env's step limit; at most every
-episode lasts one step.
+`vlm_interval` episodes: typically every episode runs to its step limit (`max_episode_steps`,
+else the env's own); at most every episode lasts one step.
 
 Tokens per call: the module's prompt rendered from `prompts/*.md` with a full context for the
 run's task set (every task and skill with statistics, curves of every iteration), plus its JSON
@@ -300,7 +300,8 @@ def online_estimate(args: Any) -> Estimate | None:
     model = args.vlm_model or DEFAULT_MODELS[args.vlm_backend]
     num_envs = int(getattr(args, "num_envs", 1))
     steps = int(args.total_timesteps)
-    episodes = -(-steps // ENV_SKILLS[args.env_id][1]) + num_envs
+    limit = getattr(args, "max_episode_steps", None) or ENV_SKILLS[args.env_id][1]
+    episodes = -(-steps // limit) + num_envs
     most_episodes = steps + num_envs
     typical = dict.fromkeys(MODULES, 0) | {"propose": 1 + (episodes - 1) // args.vlm_interval}
     most = dict.fromkeys(MODULES, 0)

@@ -20,7 +20,8 @@ class GeminiBackend(Backend):
     client itself (`attempts` tries in all, exponential backoff from `initial_delay` seconds);
     whatever still fails becomes a VLMError in `Backend.generate`. The API key is read from
     GEMINI_API_KEY (else GOOGLE_API_KEY) once, here; it travels in the `x-goog-api-key` header,
-    never in the URL, and is registered with the transcript so it is never written to disk.
+    never in the URL, and is registered as a secret, so it is scrubbed from every error message
+    and transcript entry.
     """
 
     def __init__(
@@ -45,9 +46,8 @@ class GeminiBackend(Backend):
                 "GOOGLE_API_KEY); to run offline use `--backend rules` or replay a recorded "
                 "transcript instead"
             )
-        if transcript is not None:
-            for env in KEY_ENVS:
-                transcript.add_secret(os.environ.get(env, ""))
+        for env in KEY_ENVS:
+            self.add_secret(os.environ.get(env, ""))
         self.base_url = base_url
         self.temperature = temperature
         http_options = types.HttpOptions(

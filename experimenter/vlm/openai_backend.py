@@ -26,7 +26,8 @@ class OpenAIBackend(Backend):
     Rate limits (429), server errors (5xx), connection errors and timeouts are retried by the
     client itself (`max_retries`, exponential backoff honouring `retry-after`); whatever still
     fails becomes a VLMError. The API key is read from `api_key_env` once, here, and lives only
-    inside the client; it is registered with the transcript so it is never written to disk.
+    inside the client; it is registered as a secret, so it is scrubbed from every error message
+    and transcript entry.
     """
 
     def __init__(
@@ -51,8 +52,8 @@ class OpenAIBackend(Backend):
                     f"no API key for {resolved_url}: set the environment variable {api_key_env}"
                 )
             key = "local-no-key"
-        elif transcript is not None:
-            transcript.add_secret(key)
+        else:
+            self.add_secret(key)
         self.base_url = resolved_url
         self.temperature = temperature
         self._client = openai.OpenAI(
