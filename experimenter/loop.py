@@ -125,6 +125,7 @@ from gameon.experimenter.skills import (
     promote_all,
     promote_by_rate,
 )
+from gameon.experimenter.vlm.factory import DEFAULT_MODELS, FREE_BACKENDS, PRICES_TOML, prices
 from gameon.integrity import (
     BadFile,
     check_checkpoint,
@@ -352,7 +353,7 @@ class LoopConfig:
         for name in ("vlm_proposal_size", "vlm_verify_trials"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        check_max_cost(self.vlm_max_cost, self.curriculum)
+        check_max_cost(self.vlm_max_cost, self.curriculum, self.vlm_backend, self.vlm_model)
         make_loop_curriculum(self)  # e.g. hand's stages need a practice env that has them;
         # the vlm backend needs its key (gemini) or transcript (replay)
         if self.seed_noise < 0:
@@ -399,13 +400,25 @@ def check_control_evaluation(eval_env_id: str, target_skills: Sequence[str]) -> 
         )
 
 
-def check_max_cost(max_cost: Any, curriculum: str) -> None:
-    """ValueError unless the VLM spending cap is None or a USD amount > 0 for the vlm curriculum."""
+def check_max_cost(
+    max_cost: Any, curriculum: str, backend: str = "rules", model: str | None = None
+) -> None:
+    """ValueError unless the VLM spending cap is None, or a USD amount > 0 for the vlm curriculum
+    with a model whose price is listed (an unlisted one counts as $0, so no cap would hold)."""
     if max_cost is None:
         return
     check_curriculum_settings(curriculum, {"vlm_max_cost": max_cost})
     if isinstance(max_cost, bool) or not isinstance(max_cost, int | float) or max_cost <= 0:
         raise ValueError(f"vlm_max_cost must be an amount in USD > 0, got {max_cost!r}")
+    if backend in FREE_BACKENDS or backend not in DEFAULT_MODELS:
+        return
+    model = model or DEFAULT_MODELS[backend]
+    if model not in prices():
+        raise ValueError(
+            f"vlm_max_cost needs the price of {model!r}, which {PRICES_TOML} does not list: "
+            "its calls would count as $0 and the cap would never stop them; add its USD per "
+            "million prompt and completion tokens there, or run without a cap"
+        )
 
 
 def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Curriculum:

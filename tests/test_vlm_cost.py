@@ -260,6 +260,11 @@ def test_bad_caps_are_refused_clearly() -> None:
         LoopConfig(curriculum="lp", vlm_max_cost=1.0).validate()
     with pytest.raises(ValueError, match="vlm_max_cost must be an amount in USD > 0"):
         LoopConfig(curriculum="vlm", vlm_max_cost=-1.0).validate()
+    unpriced = LoopConfig(
+        curriculum="vlm", vlm_backend="openai", vlm_model="llama3", vlm_max_cost=1.0
+    )
+    with pytest.raises(ValueError, match="needs the price of 'llama3', which .*prices.toml does"):
+        unpriced.validate()
     collect = {"learners": ["bc"], "env_ids": ["GameOn/Tower-v0"]}
     vlm = {"name": "vlm", "backend": "rules", "max_cost": "lots"}
     with pytest.raises(ValueError, match="spending cap of each run in USD, a number > 0"):
