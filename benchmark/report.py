@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from gameon.atomic import atomic_write
+from gameon.benchmark.runs import ERROR_FILE
 from gameon.benchmark.stats import (
     MIN_RUNS_FOR_INTERVAL,
     Estimate,
@@ -90,13 +91,22 @@ def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
         if folder.name.startswith("."):
             continue
         if not (folder / RECORD_FILE).is_file():
-            skipped.append(Skipped(str(folder), f"no {RECORD_FILE} (unfinished or not a run)"))
+            skipped.append(Skipped(str(folder), _why_no_record(folder)))
             continue
         try:
             records.append(load_record(folder / RECORD_FILE))
         except ValueError as error:
             skipped.append(Skipped(str(folder), str(error)))
     return records, skipped
+
+
+def _why_no_record(folder: Path) -> str:
+    """A failed run's headline from its error.txt, else that the folder holds no record."""
+    error_file = folder / ERROR_FILE
+    if error_file.is_file():
+        lines = error_file.read_text(errors="replace").strip().splitlines()
+        return f"failed: {lines[0] if lines else 'no reason given'} (see {error_file})"
+    return f"no {RECORD_FILE} (unfinished or not a run)"
 
 
 def group_records(records: Iterable[RunRecord]) -> dict[GroupKey, list[RunRecord]]:
@@ -399,6 +409,13 @@ def _seeds_text(runs: int) -> str:
     return f"{runs} seed" if runs == 1 else f"{runs} seeds"
 
 
+def _plot_seeds_text(runs: int) -> str:
+    """The seeds behind a curve or bar, saying when too few stand behind it for an interval."""
+    if runs < MIN_RUNS_FOR_INTERVAL:
+        return f"{_seeds_text(runs)}, no CI"
+    return _seeds_text(runs)
+
+
 def _interval(estimate: dict | None, runs: int, digits: int = 2) -> str:
     """The value and its 95% interval, e.g. "0.75 [0.50, 1.00]"; the interval reads "n/a (1 seed)"
     when fewer than MIN_RUNS_FOR_INTERVAL runs stand behind it."""
@@ -597,7 +614,7 @@ def _target_lines(groups: Sequence[dict]) -> list[str]:
     )
     if not columns:
         return []
-    header = ["curriculum", "learner", "seeds"]
+    header = ["protocol", "env", "curriculum", "learner", "seeds"]
     header += [f"{env.split('/')[-1]} {mode} IQM [95% CI] (mean)" for env, mode in columns]
     rows = []
     for group in groups:
@@ -611,7 +628,16 @@ def _target_lines(groups: Sequence[dict]) -> list[str]:
             else "-"
             for c in columns
         ]
-        rows.append([group["curriculum_label"], group["learner"], runs, *cells])
+        rows.append(
+            [
+                group["protocol"],
+                group["env_id"],
+                group["curriculum_label"],
+                group["learner"],
+                runs,
+                *cells,
+            ]
+        )
     episodes = sorted(
         {
             n
@@ -621,7 +647,7 @@ def _target_lines(groups: Sequence[dict]) -> list[str]:
         }
     )
     legend = [
-        ("curriculum, learner", "as in the first table"),
+        ("protocol, env, curriculum, learner", "as in the first table (env: the target env)"),
         ("seeds", "how many runs (one per seed) the row aggregates"),
         (
             "ENV MODE IQM [95% CI] (mean)",
@@ -786,15 +812,16 @@ def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -
         steps, value, low, high = bands[label]
         shift = curve_offset(index, len(by_label), spacing)
         unit = "iterations" if runs[0].curve_unit == "iterations" else "env steps"
-        axes.plot(
+        (line,) = axes.plot(
             steps + shift,
             value,
             marker=CURVE_MARKERS[index % len(CURVE_MARKERS)],
             linestyle=CURVE_LINES[index % len(CURVE_LINES)],
             markersize=5,
-            label=f"{label} ({_seeds_text(len(runs))})",
+            label=f"{label} ({_plot_seeds_text(len(runs))})",
         )
-        axes.fill_between(steps + shift, low, high, alpha=0.15)
+        if len(runs) >= MIN_RUNS_FOR_INTERVAL:
+            axes.fill_between(steps + shift, low, high, color=line.get_color(), alpha=0.15)
     ylabel = "all-skills success (IQM, 95% CI)"
     xlabel = f"{unit} (curricula shifted slightly apart)" if len(by_label) > 1 else unit
     axes.set(title=title, xlabel=xlabel, ylabel=ylabel, ylim=(-0.04, 1.04))
@@ -822,7 +849,7 @@ def _plot_final(by_label: dict[str, list[RunRecord]], title: str, path: Path) ->
         "target skills": lambda runs: target_success(runs),
         "all skills": lambda runs: [r.evaluation.success_rate() for r in runs],
     }
-    figure, axes = plt.subplots(figsize=(1.4 * len(labels) + 2.5, 4.0))
+    figure, axes = plt.subplots(figsize=(max(1.4 * len(labels) + 2.5, 5.0), 4.0))
     width = 0.38
     for offset, (name, scores) in zip((-width / 2, width / 2), measures.items(), strict=True):
         estimates: list[Estimate] = [iqm_ci([scores(by_label[k])]) for k in labels]
@@ -831,9 +858,17 @@ def _plot_final(by_label: dict[str, list[RunRecord]], title: str, path: Path) ->
             [[e.value - e.low for e in estimates], [e.high - e.value for e in estimates]]
         )
         positions = np.arange(len(labels)) + offset
-        axes.bar(positions, values, width, yerr=errors, capsize=4, alpha=0.8, label=name)
-    axes.set_xticks(range(len(labels)), [f"{k}\n({_seeds_text(len(by_label[k]))})" for k in labels])
-    axes.set(title=title, ylabel="final success (IQM, 95% CI)", ylim=(0, 1.05))
+        axes.bar(positions, values, width, alpha=0.8, label=name)
+        shown = np.array([len(by_label[k]) >= MIN_RUNS_FOR_INTERVAL for k in labels])
+        if shown.any():
+            axes.errorbar(
+                positions[shown], values[shown], errors[:, shown], fmt="none", capsize=4, ecolor="k"
+            )
+    axes.set_xticks(
+        range(len(labels)), [f"{k}\n({_plot_seeds_text(len(by_label[k]))})" for k in labels]
+    )
+    axes.set(ylabel="final success (IQM, 95% CI)", ylim=(0, 1.05), xlim=(-0.75, len(labels) - 0.25))
+    axes.set_title(title, fontsize="medium")
     axes.legend(fontsize="small")
     axes.grid(axis="y", alpha=0.3)
     return _save(figure, path)

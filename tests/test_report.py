@@ -21,7 +21,7 @@ from gameon.benchmark.stats import (
     normalised_entropy,
     probability_of_improvement,
 )
-from gameon.records import Collected, VLMUsage
+from gameon.records import Collected, TargetEvaluation, VLMUsage
 
 SAMPLE = [0.9, 0.0, 0.3, 0.1, 0.6, 0.2, 0.5, 0.4]
 """Sorted: 0.0 0.1 | 0.2 0.3 0.4 0.5 | 0.6 0.9; the IQM is the mean of the middle four, 0.35."""
@@ -282,3 +282,57 @@ def test_across_envs_stratifies_by_env(tmp_path) -> None:
     assert rows["fixed"]["improvement_over_fixed"] is None
     assert "## Across envs" in (results / "report.md").read_text()
     assert len(summary["plots"]) == 4
+
+
+def test_plots_draw_no_interval_where_fewer_than_three_seeds_stand_behind_it(
+    tmp_path, monkeypatch
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda figure, path: figures.append(figure) or path)
+    by_label = {
+        "fixed": [make_record(seed, FIXED[seed], "fixed") for seed in (0, 1)],
+        "lp": [make_record(seed, VLM[seed], "lp") for seed in (0, 1, 2)],
+    }
+    report._plot_curves(by_label, "title", tmp_path / "curves.png")
+    report._plot_final(by_label, "title", tmp_path / "final.png")
+    curves, final = (figure.axes[0] for figure in figures)
+    assert len(curves.collections) == 1, "a band for lp's 3 seeds, none for fixed's 2"
+    assert [t.get_text() for t in curves.get_legend().get_texts()] == [
+        "fixed (2 seeds, no CI)",
+        "lp (3 seeds)",
+    ]
+    whiskers = [
+        segment[0][0]
+        for container in final.containers
+        if type(container).__name__ == "ErrorbarContainer"
+        for segment in container.lines[2][0].get_segments()
+    ]
+    assert len(whiskers) == 2 and all(x > 0.5 for x in whiskers), "only lp's 2 bars (3 seeds)"
+
+
+def test_the_target_table_names_each_row_s_protocol_and_env(tmp_path) -> None:
+    results = tmp_path / "results"
+    for env_id in ("GameOn/Reach-v0", "GameOn/Lift-v0"):
+        for seed in range(3):
+            record = make_record(seed, [True, False] * 2, env_id=env_id)
+            composed = TargetEvaluation(mode="composed", evaluation=record.evaluation)
+            write_run(results, record.model_copy(update={"target_evaluations": [composed]}))
+    markdown = write_report(results).markdown.read_text()
+    table = markdown.split("## Final target evaluations")[1].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| collect |")]
+    assert [row.split(" | ")[1] for row in rows] == ["GameOn/Lift-v0", "GameOn/Reach-v0"]
+    assert "- **protocol, env, curriculum, learner**" in table
+
+
+def test_a_failed_run_is_skipped_with_its_error(tmp_path) -> None:
+    results = tmp_path / "results"
+    for seed in range(3):
+        write_run(results, make_record(seed, FIXED[seed]))
+    (results / "crashed").mkdir()
+    (results / "crashed" / "error.txt").write_text("attempt 1: RuntimeError: boom\ntraceback\n")
+    summary = json.loads(write_report(results).json.read_text())
+    (skipped,) = summary["skipped"]
+    assert skipped["reason"].startswith("failed: attempt 1: RuntimeError: boom (see ")
