@@ -127,7 +127,7 @@ def bench_run(command: BenchRun) -> int:
     )
 
     started = time.monotonic()
-    console = Console()
+    console = Console(soft_wrap=True)  # a path folded at 80 columns in a log cannot be copied
     spec = load_spec(command.spec, check=False)
     results = command.results or DEFAULT_RESULTS_ROOT / spec.name
     options = RunnerOptions(
@@ -138,7 +138,7 @@ def bench_run(command: BenchRun) -> int:
         only=command.only,
     )
     options.validate()
-    console.print(plan_line(spec, results, options), markup=False, soft_wrap=True)
+    console.print(plan_line(spec, results, options), markup=False)
     if command.report:
         import matplotlib  # noqa: F401  (the report needs both: if missing, say so before the runs)
 
@@ -148,7 +148,7 @@ def bench_run(command: BenchRun) -> int:
     for note in spec.notes:
         console.print(note, markup=False)
     for line in vlm_lines(spec, results, options):  # paid VLM backends: calls and cost first
-        console.print(line, markup=False, soft_wrap=True)
+        console.print(line, markup=False)
     try:
         outcome = run_matrix(spec, results, options, console)
     except ClusterLost as error:

@@ -206,9 +206,11 @@ def load_factor(load: float, workers: int, cpus: int) -> float:
 
 
 def duration_text(seconds: float) -> str:
-    """A rough duration for a person: "40 s", "2 min", "1.5 h"."""
+    """A rough duration for a person: "3 s", "40 s", "2 min", "1.5 h"."""
+    if seconds < 10:
+        return f"{seconds:.0f} s"
     if seconds < 90:
-        return f"{max(10, round(seconds, -1)):.0f} s"
+        return f"{round(seconds, -1):.0f} s"
     if seconds < 90 * 60:
         return f"{round(seconds / 60):.0f} min"
     return f"{seconds / 3600:.1f} h"
@@ -229,7 +231,10 @@ def plan_line(
     cpus = os.cpu_count() or 1
     workers = options.workers or cpus
     reference = duration_text(matrix_seconds(todo, MEASURED_WORKERS))
-    line = f"{head}, {workers} at a time: about {reference} on {MEASURED_ON}"
+    at_once = f"{workers} at a time"
+    if options.runner == "ray" and options.workers is None and ray_address(options.ray_address):
+        at_once = "as many at a time as the Ray cluster has CPUs"
+    line = f"{head}, {at_once}: about {reference} on {MEASURED_ON}"
     if options.runner == "ray":
         return f"{line}; on Ray, as fast as its workers"
     load = load_average() if load is None else load
@@ -369,6 +374,8 @@ class LocalLauncher:
         self.workers = workers or os.cpu_count() or 1
         self.lock_fd = lock_fd
         self.description = f"local process pool, {self.workers} workers"
+        self.on_this_machine = True
+        """whether the runs share this machine's CPUs, so that its load slows them"""
 
     def start(self, run_dir: Path, attempt: int) -> subprocess.Popen:
         return start_worker(run_dir, attempt, lock_fd=self.lock_fd)
@@ -394,6 +401,11 @@ class LocalLauncher:
         pass
 
 
+def ray_address(address: str | None) -> str | None:
+    """The Ray cluster to use: `address`, else RAY_ADDRESS; None: start a local one."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
 class RayLauncher:
     """Runs each attempt as a Ray task (one CPU, a fresh worker process, no Ray-level retry)."""
 
@@ -403,7 +415,10 @@ class RayLauncher:
         except ImportError:
             raise ValueError("--runner ray needs Ray: pip install 'gameon-rl[ray]'") from None
         self.ray = ray
-        address = address or os.environ.get("RAY_ADDRESS") or None
+        address = ray_address(address)
+        self.on_this_machine = not address
+        """whether the runs share this machine's CPUs (a local cluster), so that its load slows
+        them"""
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if address:
             ray.init(address=address, log_to_driver=False)
@@ -542,7 +557,7 @@ def run_matrix(
 
     options = options or RunnerOptions()
     options.validate()
-    console = console or Console()
+    console = console or Console(soft_wrap=True)
     results_dir = Path(results_dir)
     runs = select_runs(spec, options.only)
     outcome = MatrixResult(results_dir)
@@ -570,10 +585,12 @@ class MatrixProgress:
 
     def __init__(self, runs: list[RunSpec], workers: int, factor: float = 1.0) -> None:
         self.expected = {run.run_id: run_seconds(run) for run in runs}
+        self.kinds = {run.run_id: (run.protocol, run.learner) for run in runs}
         self.total = sum(self.expected.values())
         self.workers = workers
         self.factor = factor
-        """wall seconds per expected second: from the load at first, then as runs finish"""
+        """wall seconds per expected second of all runs: from the load at first (1 on a Ray
+        cluster elsewhere), then as runs finish"""
         self.finished: dict[str, float] = {}
         self.measured: dict[str, float] = {}
 
@@ -582,22 +599,31 @@ class MatrixProgress:
         self.finished[run_id] = seconds
         if measured:
             self.measured[run_id] = seconds
-            expected = sum(self.expected[r] for r in self.measured)
-            self.factor = max(0.1, sum(self.measured.values()) / expected)
+            self.factor = self._ratio(list(self.measured))
+
+    def pace(self, run_id: str) -> float:
+        """Wall seconds per expected second of this run: as measured on the ended runs of its
+        kind (protocol and learner), whose estimates err alike, else on all ended runs."""
+        same = [r for r in self.measured if self.kinds[r] == self.kinds[run_id]]
+        return self._ratio(same) if same else self.factor
+
+    def _ratio(self, run_ids: list[str]) -> float:
+        expected = sum(self.expected[r] for r in run_ids)
+        return max(0.1, sum(self.measured[r] for r in run_ids) / expected)
 
     def completed(self, running: dict[str, float]) -> float:
         """Expected seconds of work done: ended runs whole, running ones (run id: seconds so far)
-        by their time at the current pace, at most 95% of them until they end."""
+        by their time at their pace, at most 95% of them until they end."""
         done = sum(self.expected[r] for r in self.finished)
         return done + sum(
-            min(elapsed / self.factor, 0.95 * self.expected[r]) for r, elapsed in running.items()
+            min(elapsed / self.pace(r), 0.95 * self.expected[r]) for r, elapsed in running.items()
         )
 
     def seconds_left(self, running: dict[str, float]) -> float:
-        """Wall seconds until the last run ends, the runs left going at the current pace."""
-        left = [max(self.expected[r] * self.factor - t, 0.0) for r, t in running.items()]
+        """Wall seconds until the last run ends, the runs left going at their pace."""
+        left = [max(self.expected[r] * self.pace(r) - t, 0.0) for r, t in running.items()]
         left += [
-            self.expected[r] * self.factor
+            self.expected[r] * self.pace(r)
             for r in self.expected
             if r not in self.finished and r not in running
         ]
@@ -656,7 +682,9 @@ def _schedule(
     console.print(f"running {len(todo)} runs on the {launcher.description}", markup=False)
     pending: deque[tuple[RunSpec, int, list[str]]] = deque((run, 1, []) for run in todo)
     active: list[_Active] = []
-    factor = load_factor(load_average(), launcher.workers, os.cpu_count() or 1)
+    factor = 1.0
+    if launcher.on_this_machine:
+        factor = load_factor(load_average(), launcher.workers, os.cpu_count() or 1)
     tracker = MatrixProgress(todo, launcher.workers, factor)
     stderr = Console(stderr=True)
     bar = progress_bar(stderr, console.is_terminal) if stderr.is_terminal else None

@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from gameon.benchmark.matrix import expand, load_spec
 from gameon.benchmark.runner import (
     MatrixProgress,
     RunnerOptions,
+    duration_text,
     load_factor,
     matrix_seconds,
     plan_line,
@@ -142,6 +144,101 @@ def test_time_left_follows_the_pace_the_runs_finish_at() -> None:
     assert progress.line(running).startswith("1/4 runs done, ~")
     progress.finish(runs[1].run_id, 1.0, measured=False)  # a failure does not set the pace
     assert progress.factor == pytest.approx(2.0)
+
+
+def test_time_left_of_each_kind_of_run_follows_the_pace_of_that_kind() -> None:
+    """Fast online runs ending first do not set the pace of the slower collect runs."""
+    runs = smoke_runs()
+    ppo = [run for run in runs if (run.protocol, run.learner) == ("online", "ppo")][:2]
+    bc = [run for run in runs if (run.protocol, run.learner) == ("collect", "bc")][:2]
+    progress = MatrixProgress([*ppo, *bc], workers=2)
+    expected = {run.run_id: progress.expected[run.run_id] for run in [*ppo, *bc]}
+    progress.finish(ppo[0].run_id, 0.5 * expected[ppo[0].run_id])
+    left = [0.5 * expected[ppo[1].run_id], *(0.5 * expected[run.run_id] for run in bc)]
+    assert progress.seconds_left({}) == pytest.approx(schedule_seconds(left, 2))  # none ended
+    progress.finish(bc[0].run_id, 3 * expected[bc[0].run_id])
+    left = [0.5 * expected[ppo[1].run_id], 3 * expected[bc[1].run_id]]
+    assert progress.seconds_left({}) == pytest.approx(schedule_seconds(left, 2))
+    running = {bc[1].run_id: 3.0}
+    assert progress.completed(running) == pytest.approx(
+        expected[ppo[0].run_id] + expected[bc[0].run_id] + 1.0
+    )
+
+
+def test_durations_below_ten_seconds_are_shown_as_they_are(monkeypatch) -> None:
+    texts = [duration_text(s) for s in (0.2, 3.4, 9.4, 14, 44, 89, 150, 5400)]
+    assert texts == ["0 s", "3 s", "9 s", "10 s", "40 s", "90 s", "2 min", "1.5 h"]
+    monkeypatch.setattr(runner, "run_seconds", lambda run: 3.0)
+    assert MatrixProgress(smoke_runs()[:1], workers=2).line({}) == "0/1 runs done, ~3 s left"
+
+
+class FailsAtOnce(runner.LocalLauncher):
+    """A launcher that runs nothing: every attempt fails at once, as if its worker had died;
+    `on_this_machine` False stands for a Ray cluster given by address."""
+
+    def __init__(self, workers: int, on_this_machine: bool = True) -> None:
+        super().__init__(workers)
+        self.on_this_machine = on_this_machine
+
+    def start(self, run_dir: Path, attempt: int) -> Path:
+        return run_dir
+
+    def poll(self, handle: Path) -> tuple[int, str]:
+        return 1, ""
+
+    def stop(self, handle: Path) -> None:
+        pass
+
+
+def test_on_a_ray_cluster_the_plan_and_the_time_left_ignore_this_machines_cpus(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """A 64-CPU cluster driven from a 2-CPU machine: the first line claims no count of CPUs and
+    the time left stays at the idle estimate until runs end (the local load would make it 32x)."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner, "load_average", lambda: 0.0)
+    monkeypatch.setattr(runner, "run_seconds", lambda run: 100.0)
+    monkeypatch.setattr(
+        runner, "make_launcher", lambda options, lock_fd=None: FailsAtOnce(64, False)
+    )
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    spec = spec_file(tmp_path)
+    results = tmp_path / "results"
+    args = ["--runner", "ray", "--ray-address", "127.0.0.1:6379", "--retries", "0"]
+    assert main(command(spec, results, *args)) == 1
+    captured = capsys.readouterr()
+    first = captured.out.splitlines()[0]
+    assert first.startswith("tiny: 2 runs to do, as many at a time as the Ray cluster has CPUs: ")
+    progress = [line for line in captured.err.splitlines() if "runs done" in line]
+    assert progress == ["1/2 runs done, ~2 min left", "2/2 runs done"]
+
+    smoke = load_spec("smoke", check=False)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    assert ", as many at a time as" in plan_line(smoke, tmp_path, RunnerOptions(runner="ray"))
+    assert ", 8 at a time:" in plan_line(smoke, tmp_path, RunnerOptions(runner="ray", workers=8))
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert ", 2 at a time:" in plan_line(smoke, tmp_path, RunnerOptions(runner="ray"))
+
+
+def test_paths_are_printed_whole_and_short_times_as_they_are_in_a_log(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """With stdout a file or a pipe (80 columns to rich), no path is folded onto the next line."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(runner, "make_launcher", lambda options, lock_fd=None: FailsAtOnce(2))
+    results = tmp_path / "a_rather_long_results_folder_name" / "for_the_paper_preset_on_host_b"
+    run_dir = results / "online__Reach__fixed__ppo__s0"
+    assert main(command(spec_file(tmp_path), results, "--retries", "0")) == 1
+    lines = capsys.readouterr().out.splitlines()
+    failed = [line for line in lines if line.startswith("failed online__Reach__fixed__ppo__s0 ")]
+    assert len(failed) == 1 and failed[0].endswith(f"(see {run_dir / 'error.txt'})")
+    assert f"records: {results}/<run_id>/record.json (matrix: {results}/matrix.json)" in lines
+    assert f"  failed: online__Reach__fixed__ppo__s0 (see {run_dir}/error.txt)" in lines
+    assert lines[-1] == f"table and plots: gameon bench report {results}"
+    summary = [line for line in lines if line.startswith("0 runs done now, 0 finished before")]
+    assert re.fullmatch(
+        r"0 runs done now, 0 finished before, 2 failed, 0 retried \(\d s\)", summary[0]
+    )
 
 
 def test_a_different_spec_in_the_same_results_dir_is_refused(tmp_path, capsys):
