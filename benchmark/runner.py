@@ -388,6 +388,9 @@ class LocalLauncher:
     def check(self) -> None:
         """Nothing to check: the workers are this process's children."""
 
+    def check_after_failure(self) -> None:
+        """Nothing to check: a failed attempt here is the run's own."""
+
     def stop(self, handle: subprocess.Popen) -> None:
         if handle.poll() is None:
             handle.terminate()
@@ -469,6 +472,18 @@ class RayLauncher:
         self.unanswered_since = self.unanswered_since or now
         if now - self.unanswered_since >= HEAD_LOST_SECONDS:
             raise ClusterLost(self.head, now - self.unanswered_since)
+
+    def check_after_failure(self) -> None:
+        """Before a failed attempt is judged: raise ClusterLost if the head does not answer for
+        HEAD_LOST_SECONDS, since the attempt then failed with the cluster, not on its own (else
+        losing the head could end the matrix as failed runs instead of saying so)."""
+        if self.head is None:
+            return
+        silent_since = time.monotonic()
+        while not head_answers(self.head):
+            if time.monotonic() - silent_since >= HEAD_LOST_SECONDS:
+                raise ClusterLost(self.head, time.monotonic() - silent_since)
+            time.sleep(HEAD_CHECK_SECONDS)
 
     def stop(self, handle: Any) -> None:
         with contextlib.suppress(Exception):
@@ -707,6 +722,8 @@ def _schedule(
                     if polled is None:
                         continue
                     active.remove(item)
+                    if polled[0] != 0:
+                        launcher.check_after_failure()
                     result = _finish(item, polled, results_dir, options, pending, console)
                     if result is None:
                         continue

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -460,6 +461,23 @@ def test_a_lost_head_ends_the_matrix_with_a_clear_message_and_a_rerun_resumes(
     for run_id, path in found.items():
         assert load_record(path).run_id == run_id
         assert "final success" in (path.parent / "run.log").read_text()
+
+
+def test_a_failed_ray_attempt_whose_head_is_silent_ends_the_matrix_as_a_lost_cluster(
+    monkeypatch,
+) -> None:
+    """Runs in flight may fail before the periodic check notices the head is gone; such a
+    failure is the cluster's, so it must not end the matrix as failed runs."""
+    monkeypatch.setattr(runner, "HEAD_LOST_SECONDS", 0.3)
+    monkeypatch.setattr(runner, "HEAD_CHECK_SECONDS", 0.05)
+    launcher = object.__new__(runner.RayLauncher)
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        launcher.head = f"127.0.0.1:{listening.getsockname()[1]}"
+        launcher.check_after_failure()  # the head answers: the failure is the run's own
+    with pytest.raises(runner.ClusterLost, match="lost the Ray cluster at 127.0.0.1:"):
+        launcher.check_after_failure()
 
 
 def namespace_problem() -> str | None:
