@@ -302,6 +302,18 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
     config = cls(**raw)
     if raw.get("curriculum") == "vlm":
         config = _vlm_rerun(record, record_dir, config, notes)
+    try:
+        if record.protocol == "collect":
+            config.validate()
+        else:
+            from gameon.baselines.common import check_online_args
+
+            check_online_args(config)
+    except ValueError as error:
+        raise NotAuditable(
+            f"this version refuses the record's config ({error}); audit it at the record's "
+            f"commit {record.git_commit}"
+        ) from None
     return Plan(record.protocol, record.learner, config, notes)
 
 
@@ -391,7 +403,10 @@ def prepare_folder(plan: Plan, folder: Path) -> str | None:
     if not folder.is_dir():
         return None
     if plan.protocol == "collect" and not _collect_finished(plan.config, folder):
-        return "resuming the unfinished re-run there (an earlier audit stopped before its end)"
+        return (
+            "resuming the re-run there, which an earlier audit did not finish (an unreadable "
+            "state in it is reported by the re-run)"
+        )
     held = "a finished re-run" if plan.protocol == "collect" else "an online re-run"
     shutil.rmtree(folder)
     return f"the folder held {held} of an earlier audit: cleared, so the run is trained again"
@@ -404,7 +419,7 @@ def _collect_finished(config: Any, folder: Path) -> bool:
 
     try:
         state = load_state(folder, config)
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:  # UnicodeDecodeError included
         return False
     return state is not None and finished(config, state) and state.targets is not None
 

@@ -227,7 +227,8 @@ def leaderboard_submit(command: LeaderboardSubmit) -> int:
 
 
 def leaderboard_audit(command: LeaderboardAudit) -> int:
-    """Audit an entry; exit 0 if every sampled run reproduced its claim, else 1."""
+    """Audit an entry; exit 0 if every sampled run reproduced its claim, else 1 (2, with
+    nothing written, if a re-run fails here)."""
     from gameon.benchmark.audit import audit_entry
     from gameon.benchmark.leaderboard_page import update_page
 

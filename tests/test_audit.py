@@ -252,6 +252,22 @@ def test_a_record_that_contradicts_its_config_is_not_reproduced(entry, tmp_path)
     assert "contradicts its own config: seed 7 in the record, 2 in its config" in result.detail
 
 
+def test_a_record_whose_config_this_version_refuses_is_not_audited(entry, tmp_path) -> None:
+    """The cause lies in the record, not on the operator's side: the audit goes on and says so."""
+    _, entry_id, work = entry
+    board = _board_copy(entry, tmp_path)
+
+    def refused(record: dict) -> dict:
+        config = {**record["training"]["config"], "seed_noise": -1.0}
+        return {**record, "training": {**record["training"], "config": config}}
+
+    _edit_record(board, entry_id, 1, refused)
+    audit = audit_entry(entry_id, 3, board, work_root=work, say=lambda _: None)
+    result = next(r for r in audit.results if r.seed == 1)
+    assert result.outcome == "not audited" and not audit.audited
+    assert "this version refuses the record's config (seed_noise must be >= 0" in result.detail
+
+
 def test_another_machine_is_compared_within_the_stated_tolerance(entry, tmp_path) -> None:
     _, entry_id, work = entry
     board = _board_copy(entry, tmp_path)
@@ -327,7 +343,8 @@ def test_an_interrupted_audit_resumes_and_a_truncated_file_there_is_reported_and
     audit = audit_entry(entry_id, 1, board, seed=5, work_root=tmp_path / "work", say=lines.append)
     assert audit.audited and audit.results[0].outcome == "reproduced"
     text = "\n".join(lines)
-    assert f"re-training (collect, bc) in {folder}\n  resuming the unfinished re-run there" in text
+    resuming = "  resuming the re-run there, which an earlier audit"
+    assert f"re-training (collect, bc) in {folder}\n{resuming}" in text
     assert f"bad files in the audit's run folder, reported and the run re-done: {hdf5}" in text
 
 
@@ -477,7 +494,7 @@ def test_an_unusable_work_folder_is_refused_before_training_and_the_board_kept(
     arguments = ["leaderboard", "audit", entry[1], "--runs", "1", "--board", str(board)]
     with pytest.raises(SystemExit) as exit_info:
         main([*arguments, "--work", str(not_a_folder)])
-    assert exit_info.value.code != 0
+    assert exit_info.value.code == 2
     captured = capsys.readouterr()
     assert f"--work {not_a_folder} cannot hold the re-runs" in captured.err
     assert "give a folder that exists or can be created" in captured.err
