@@ -27,15 +27,16 @@ curriculum's backend "auto" resolves here, once, to "gemini" when GEMINI_API_KEY
 GOOGLE_API_KEY is set and to "rules" otherwise. Its `max_cost` option, e.g.
 `{ name = "vlm", backend = "auto", max_cost = 0.5 }`, caps each collect run's estimated VLM spend
 in USD (LoopConfig.vlm_max_cost): past it the curriculum falls back without asking the model.
-Two curricula of a protocol must differ in their records' label (`CurriculumSpec.label`), since
-reports and the leaderboard group runs by it: e.g. vlm with and without `add_skills = false` are
-refused, vlm with two `model`s are two rows.
+Two curricula of one protocol, learner and env must differ in their records' label
+(`CurriculumSpec.label`), since reports and the leaderboard group runs by it: e.g. vlm with and
+without `add_skills = false` are refused, vlm with two `model`s are two rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -361,18 +362,22 @@ def _check_protocol(part: ProtocolSpec, where: str) -> None:
 
 
 def _check_labels(parts: list[ProtocolSpec]) -> None:
-    """Refuse two curricula of a protocol that differ only in options their records do not
-    label: reports and the leaderboard group runs by label and would pool the two."""
-    for protocol in PROTOCOLS:
-        by_label: dict[str, str] = {}
-        for curriculum in (c for p in parts if p.protocol == protocol for c in p.curricula):
-            slug = by_label.setdefault(curriculum.label, curriculum.slug)
+    """Refuse two curricula of a protocol, learner and env that differ only in options their
+    records do not label: reports and the leaderboard group runs by (protocol, label, learner,
+    env) and would pool the two."""
+    slugs: dict[tuple[str, str, str, str], str] = {}
+    for part in parts:
+        for learner, env_id, curriculum in itertools.product(
+            part.learners, part.env_ids, part.curricula
+        ):
+            key = (part.protocol, curriculum.label, learner, env_id)
+            slug = slugs.setdefault(key, curriculum.slug)
             if slug != curriculum.slug:
                 raise ValueError(
-                    f"[{protocol}] curricula {slug} and {curriculum.slug} would both be labelled "
-                    f"{curriculum.label!r} in their run records, and reports and the leaderboard "
-                    "group runs by that label, pooling the two; run them as separate matrices "
-                    "(each with its own results directory)"
+                    f"[{part.protocol}] curricula {slug} and {curriculum.slug} would both be "
+                    f"labelled {curriculum.label!r} in the run records of {learner} on {env_id}, "
+                    "and reports and the leaderboard group runs by that label, pooling the two; "
+                    "run them as separate matrices (each with its own results directory)"
                 )
 
 

@@ -166,6 +166,8 @@ def test_curricula_that_records_would_label_alike_are_refused():
     spec["online"] = [section, {**section, "curricula": [{"name": "fixed", "tasks": "targets"}]}]
     with pytest.raises(ValueError, match="fixed and fixed-targets would both be labelled 'fixed'"):
         parse_spec(spec)
+    spec["online"][1]["env_ids"] = ["GameOn/MultiSkill-v0"]
+    parse_spec(spec)  # on another env they are two groups: nothing pools
     models = [{"name": "vlm", "backend": "openai", "model": m} for m in ("gpt-4o", "llama3")]
     labels = {r.curriculum.label for r in expand(parse_spec(tiny(curricula=models)))}
     assert labels == {"vlm[openai:gpt-4o]", "vlm[openai:llama3]"}, "two models are two rows"
