@@ -410,7 +410,7 @@ def check_group(runs: Sequence[_Run], min_seeds: int) -> list[str]:
         )
     suites: dict[str, list[str]] = {}
     for run in runs:
-        suites.setdefault(evaluation_sizes(run.record), []).append(repr(run.record.run_id))
+        suites.setdefault(evaluations_text(run.record), []).append(repr(run.record.run_id))
     if len(suites) > 1:
         listed = "; ".join(f"{', '.join(ids)}: {sizes}" for sizes, ids in suites.items())
         reasons.append(
@@ -436,7 +436,7 @@ def check_group(runs: Sequence[_Run], min_seeds: int) -> list[str]:
     return reasons
 
 
-def evaluation_sizes(record: RunRecord) -> str:
+def evaluations_text(record: RunRecord) -> str:
     """The record's evaluations as "final ENV (N per skill)", then "MODE ENV (N per skill)" for
     each target evaluation by mode and env: what must agree across a submission's runs."""
     evaluations = [("final", record.evaluation)]

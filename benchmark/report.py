@@ -841,7 +841,8 @@ def curve_offset(index: int, count: int, spacing: float) -> float:
 
 
 def _plot_final(by_label: dict[str, list[RunRecord]], title: str, path: Path) -> Path:
-    """Bars of final target and all-skills success per curriculum, with 95% CI whiskers."""
+    """Bars of final target and all-skills success per curriculum, with 95% CI whiskers where
+    at least MIN_RUNS_FOR_INTERVAL runs stand behind them."""
     import matplotlib.pyplot as plt
 
     labels = list(by_label)

@@ -400,9 +400,7 @@ def check_control_evaluation(eval_env_id: str, target_skills: Sequence[str]) -> 
         )
 
 
-def check_max_cost(
-    max_cost: Any, curriculum: str, backend: str = "rules", model: str | None = None
-) -> None:
+def check_max_cost(max_cost: Any, curriculum: str, backend: str, model: str | None) -> None:
     """ValueError unless the VLM spending cap is None, or a USD amount > 0 for the vlm curriculum
     with a model whose price is listed (an unlisted one counts as $0, so no cap would hold)."""
     if max_cost is None:

@@ -410,7 +410,7 @@ def _valid_action(action: Any) -> str | None:
             return f"an action holds {_truncate(repr(value), 60)}, not a number"
         try:
             number = float(value)
-        except (OverflowError, TypeError):
+        except OverflowError:
             number = math.inf
         if not math.isfinite(number) or not -1.0 <= number <= 1.0:
             return f"an action entry {_truncate(repr(value), 60)} is not a finite number in [-1, 1]"

@@ -163,10 +163,7 @@ class Transcript:
         """The token usage of every call recorded, summed (cached answers recorded none)."""
         total = Usage()
         for entry in self.entries():
-            usage = entry.get("usage") or {}
-            total = total + Usage(
-                int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-            )
+            total = total + entry_usage(entry)
         return total
 
 
@@ -246,7 +243,7 @@ class Backend(ABC):
             self.transcript.add_secret(secret)
 
     def _redact(self, text: str) -> str:
-        """Scrub the backend's own secrets and those known to the transcript."""
+        """Scrub the backend's secrets and the transcript's (it may be made with its own)."""
         text = redact(text, self._secrets)
         return self.transcript.redact(text) if self.transcript is not None else text
 
@@ -376,6 +373,12 @@ class Backend(ABC):
 def _usage_dict(usage: Usage) -> dict[str, int]:
     """Usage as a plain dict."""
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+
+
+def entry_usage(entry: dict[str, Any]) -> Usage:
+    """The token usage a transcript entry records (none for a cached answer)."""
+    usage = entry.get("usage") or {}
+    return Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
 
 
 def _short_error(exc: Exception) -> str:

@@ -21,6 +21,7 @@ from gameon.experimenter.vlm.backend import (
     Transcript,
     Usage,
     VLMError,
+    entry_usage,
     read_entries,
 )
 
@@ -90,7 +91,4 @@ class ReplayBackend(Backend):
             entry = self._entries[index]
         if entry.get("raw_response") is None:
             raise VLMError(f"replay: recorded failure for module {module!r}: {entry.get('error')}")
-        usage = entry.get("usage") or {}
-        return str(entry["raw_response"]), Usage(
-            int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-        )
+        return str(entry["raw_response"]), entry_usage(entry)
