@@ -537,12 +537,18 @@ def learned_checkpoints(library: dict[str, Any]) -> list[str]:
 def run_library(library: dict[str, Any], run_dir: Path) -> SkillLibrary:
     """The skill library a state commits, its learned checkpoints resolved against the run
     folder (a state keeps them relative to it, so a moved run folder resumes with its own)."""
-    resolved = json.loads(json.dumps(library))
-    for skill in resolved["skills"]:
+    base = run_dir.resolve()
+    return SkillLibrary.from_dict(_map_checkpoints(library, lambda path: str(base / path)))
+
+
+def _map_checkpoints(library: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
+    """A copy of a library's JSON with each learned skill's checkpoint passed through `change`."""
+    copied = json.loads(json.dumps(library))
+    for skill in copied["skills"]:
         executor = skill["executor"]
         if executor["kind"] == "learned":
-            executor["checkpoint"] = str(run_dir.resolve() / executor["checkpoint"])
-    return SkillLibrary.from_dict(resolved)
+            executor["checkpoint"] = change(executor["checkpoint"])
+    return copied
 
 
 def remove_uncommitted(run_dir: Path, state: CollectState | None) -> None:
@@ -929,14 +935,12 @@ def collected_counts(history: list[dict]) -> Collected:
 def portable_library(library: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """The library's JSON with learned checkpoints relative to the run folder, as the state and
     the record keep it (the leaderboard's --verify rebuilds the composed policy from it)."""
-    portable = json.loads(json.dumps(library))
-    for skill in portable["skills"]:
-        executor = skill["executor"]
-        if executor["kind"] == "learned":
-            path = Path(executor["checkpoint"])
-            with contextlib.suppress(ValueError):
-                executor["checkpoint"] = str(path.relative_to(run_dir.resolve()))
-    return portable
+    base = run_dir.resolve()
+
+    def relative(path: str) -> str:
+        return str(Path(path).relative_to(base)) if Path(path).is_relative_to(base) else path
+
+    return _map_checkpoints(library, relative)
 
 
 def training_of(config: LoopConfig, state: CollectState, run_dir: Path) -> Training:
