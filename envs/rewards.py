@@ -25,6 +25,7 @@ from gameon.envs.oracle import (
     DIRECTION_VECTORS,
     LIFT_HEIGHT,
     PUSH_DISTANCE,
+    PUSH_LATERAL_TOL,
     REST_ANG_VEL,
     REST_LIN_VEL,
     SIDE_VECTORS,
@@ -32,11 +33,13 @@ from gameon.envs.oracle import (
     TABLE_HEIGHT,
     SceneState,
     clear_radius,
-    evaluate,
     grasped,
+    levels_done,
     lifted,
+    next_to,
     on,
     on_table,
+    success,
     tcp_distance,
 )
 
@@ -165,30 +168,29 @@ def _reach(scene: SceneState, x: str) -> float:
     return _staged(0, _near(gap, COARSE_GAIN), len(STAGES["reach"]))
 
 
-def _push(
-    scene: SceneState, start: SceneState, x: str, direction: str, flags: dict[str, bool]
-) -> float:
+def _push(scene: SceneState, start: SceneState | None, x: str, direction: str) -> float:
     """Approach the pre-push point, push x along `direction`, then clear the gripper."""
+    if start is None:
+        raise ValueError("push shaping needs the episode's start scene")
     stages = len(STAGES["push"])
-    if flags["displaced"] and flags["on_line"] and flags["on_table"]:
-        return _staged(2, _settle(scene, x), stages)
     ux, uy = DIRECTION_VECTORS[direction]
-    centre = _centre(scene, x)
+    centre, origin = _centre(scene, x), _centre(start, x)
+    dx, dy = centre[0] - origin[0], centre[1] - origin[1]
+    along, drift = ux * dx + uy * dy, abs(ux * dy - uy * dx)
+    if along >= PUSH_DISTANCE and drift <= PUSH_LATERAL_TOL and on_table(scene, x):
+        return _staged(2, _settle(scene, x), stages)
     behind = (centre[0] - ux * PRE_PUSH_OFFSET, centre[1] - uy * PRE_PUSH_OFFSET, centre[2])
     gap = _gap(scene.tcp_pos.tolist(), behind)
     if gap > PUSH_CONTACT_TOL:
         return _staged(0, _near(gap, COARSE_GAIN), stages)
-    origin = _centre(start, x)
-    dx, dy = centre[0] - origin[0], centre[1] - origin[1]
-    along, drift = ux * dx + uy * dy, abs(ux * dy - uy * dx)
     pushed = _near(PUSH_DISTANCE + OVERSHOOT - along, FINE_GAIN)
     return _staged(1, pushed - LATERAL_PENALTY * math.tanh(FINE_GAIN * drift), stages)
 
 
-def _place(scene: SceneState, x: str, y: str, side: str, flags: dict[str, bool]) -> float:
+def _place(scene: SceneState, x: str, y: str, side: str) -> float:
     """Pick x, carry it over the spot beside y, lower it onto the table there, let go."""
     stages = len(STAGES["place"])
-    if flags["next_to"]:
+    if next_to(scene, x, y, side):
         return _staged(5, _settle(scene, x), stages)
     i, j = scene.index(x), scene.index(y)
     ax, ay = SIDE_VECTORS[side]
@@ -200,98 +202,94 @@ def _place(scene: SceneState, x: str, y: str, side: str, flags: dict[str, bool])
     )
     centre = scene.block_pos[i].tolist()
     across = _across(centre, spot)
-    if _held(scene, x, i) and across <= PLACE_XY_TOL:
+    if across <= PLACE_XY_TOL and _held(scene, x, i):
         return _staged(4, _near(_gap(centre, spot), FINE_GAIN), stages)
     height = _clear_height(scene, j)
-    if _in_hand(scene, x) and lifted(scene, x, height):
+    if lifted(scene, x, height) and _in_hand(scene, x):
         return _staged(3, _near(across, COARSE_GAIN), stages)
     return _staged(*_pick(scene, x, height), stages)
 
 
 def _stack(scene: SceneState, x: str, y: str) -> float:
     """Stack shaping of x onto y in [0, 1), below 1 even when stacked: callers check success."""
-    stages = len(STAGES["stack"])
     if on(scene, x, y):
-        return _staged(5, _settle(scene, x), stages)
+        return _staged(5, _settle(scene, x), len(STAGES["stack"]))
+    return _stack_unseated(scene, x, y)
+
+
+def _stack_unseated(scene: SceneState, x: str, y: str) -> float:
+    """Stack shaping of x onto y while x is not on y: the pick, align and lower stages."""
+    stages = len(STAGES["stack"])
     i, j = scene.index(x), scene.index(y)
     top, below = scene.block_pos[i].tolist(), scene.block_pos[j].tolist()
     across = _across(top, below)
     rise = top[2] - below[2]
-    if _held(scene, x, i) and across <= STACK_XY_TOL and rise >= 0.5 * scene.block_size:
+    if across <= STACK_XY_TOL and rise >= 0.5 * scene.block_size and _held(scene, x, i):
         seat = math.hypot(across, rise - scene.block_size)
         return _staged(4, _near(seat, FINE_GAIN), stages)
     height = _clear_height(scene, j)
-    if _in_hand(scene, x) and lifted(scene, x, height):
+    if lifted(scene, x, height) and _in_hand(scene, x):
         return _staged(3, _near(across, COARSE_GAIN), stages)
     return _staged(*_pick(scene, x, height), stages)
 
 
-def _unstack(scene: SceneState, x: str, y: str, flags: dict[str, bool]) -> float:
+def _unstack(scene: SceneState, x: str, y: str) -> float:
     """Pick x off y, move it UNSTACK_ASIDE away, lower it onto the table, let go."""
     stages = len(STAGES["unstack"])
-    if flags["off"] and flags["on_table"] and flags["apart"]:
-        return _staged(5, _settle(scene, x), stages)
     i, j = scene.index(x), scene.index(y)
+    if not on(scene, x, y) and on_table(scene, x) and not scene.block_contacts[i, j]:
+        return _staged(5, _settle(scene, x), stages)
     centre = scene.block_pos[i].tolist()
     across = _across(centre, scene.block_pos[j].tolist())
-    if _held(scene, x, i) and across >= UNSTACK_ASIDE:
+    if across >= UNSTACK_ASIDE and _held(scene, x, i):
         drop = centre[2] - TABLE_HEIGHT - scene.block_size / 2
         return _staged(4, _near(abs(drop), FINE_GAIN), stages)
     height = _clear_height(scene, j)
-    if _in_hand(scene, x) and lifted(scene, x, height):
+    if lifted(scene, x, height) and _in_hand(scene, x):
         return _staged(3, _near(UNSTACK_ASIDE - across, COARSE_GAIN), stages)
     return _staged(*_pick(scene, x, height), stages)
 
 
-def levels_done(scene: SceneState, colours: tuple[str, ...]) -> int:
-    """Tower levels in place from the bottom: the base on the table, then each block on the last."""
-    if not on_table(scene, colours[0]):
-        return 0
-    done = 1
-    for below, top in zip(colours[:-1], colours[1:], strict=True):
-        if not on(scene, top, below):
-            break
-        done += 1
-    return done
-
-
-def _tower(scene: SceneState, colours: tuple[str, ...], built: bool) -> float:
+def _tower(scene: SceneState, colours: tuple[str, ...]) -> float:
     """Levels done plus the stack shaping of the next block, each level a 1/n share."""
     n = len(colours)
-    level = n - 1 if built else min(levels_done(scene, colours), n - 1)
+    done = levels_done(scene, colours)
+    level = min(done, n - 1)
     if level == 0:
         drop = _centre(scene, colours[0])[2] - TABLE_HEIGHT - scene.block_size / 2
         share = PROGRESS_CAP * _near(abs(drop), FINE_GAIN)
-    else:
-        share = _stack(scene, colours[level], colours[level - 1])
+    elif done == n:  # built: the top block is on the one below it
+        share = _staged(5, _settle(scene, colours[level]), len(STAGES["stack"]))
+    else:  # the next block is not on the built part, or levels_done would have counted it
+        share = _stack_unseated(scene, colours[level], colours[level - 1])
     return (level + share) / n
 
 
 def dense_reward(
-    instruction: Instruction,
-    scene: SceneState,
-    start: SceneState | None = None,
-    flags: dict[str, bool] | None = None,
+    instruction: Instruction, scene: SceneState, start: SceneState | None = None
 ) -> float:
-    """Staged shaping reward in [0, 1] for dense-reward steps; 1.0 exactly on oracle success.
-
-    `flags` is `oracle.evaluate(instruction, scene, start)` where the caller already has it.
-    """
-    if flags is None:
-        flags = evaluate(instruction, scene, start)
-    if flags["success"]:
+    """Staged shaping reward in [0, 1] for dense-reward steps; 1.0 exactly on oracle success."""
+    if success(instruction, scene, start):
         return 1.0
+    return shaping(instruction, scene, start)
+
+
+def shaping(instruction: Instruction, scene: SceneState, start: SceneState | None = None) -> float:
+    """The staged reward in [0, 1) of a scene that is not a success: `dense_reward` after its
+    success check, for a caller that has judged success already (the env's step)."""
     skill, objects, relation = instruction.skill, instruction.objects, instruction.relation
     if skill == "reach":
         return _reach(scene, objects[0])
     if skill == "lift":
         return _staged(*_pick(scene, objects[0], LIFT_HEIGHT), len(STAGES["lift"]))
     if skill == "push":
-        return _push(scene, start, objects[0], relation, flags)
+        return _push(scene, start, objects[0], relation)
     if skill == "place":
-        return _place(scene, objects[0], objects[1], relation, flags)
+        return _place(scene, objects[0], objects[1], relation)
     if skill == "stack":
         return _stack(scene, objects[0], objects[1])
     if skill == "unstack":
-        return _unstack(scene, objects[0], objects[1], flags)
-    return _tower(scene, objects, flags["tower"])
+        return _unstack(scene, objects[0], objects[1])
+    if skill == "tower":
+        return _tower(scene, objects)
+    raise ValueError(f"unknown skill {skill!r}")

@@ -218,12 +218,11 @@ class StackingEnv(gym.Env):
             return observation, 0.0, False, True, self._info(None, unstable=True)
 
         scene = world.live_scene()
-        flags = oracle.evaluate(self.instruction, scene, self._start)
-        success = flags["success"]
+        success = oracle.success(self.instruction, scene, self._start)
         if self.reward_mode == "sparse" or success:
             reward = float(success)
         else:
-            reward = rewards.dense_reward(self.instruction, scene, self._start, flags)
+            reward = rewards.shaping(self.instruction, scene, self._start)
         observation = self._observation(state)
         self._last_obs = observation
         info = self._info(scene, unstable=False, success=success)
