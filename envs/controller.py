@@ -69,8 +69,22 @@ def _rotation_error(r: list[float], target_yaw: float) -> tuple[float, float, fl
 
 
 def _track(target: float, speed: float, tcp: float, low: float, high: float) -> float:
-    """One coordinate of the next target: moved at `speed`, on a LEASH to the TCP, in bounds."""
-    return min(max(target + speed * _TARGET_STEP, tcp - LEASH, low), tcp + LEASH, high)
+    """One coordinate of the next target: moved at `speed`, on a LEASH to the TCP, in bounds.
+
+    min(max(target + speed * step, tcp - LEASH, low), tcp + LEASH, high), in comparisons that
+    pick the same value as those builtins (a third of their cost: this runs every step).
+    """
+    value = target + speed * _TARGET_STEP
+    floor, ceiling = tcp - LEASH, tcp + LEASH
+    if floor > value:
+        value = floor
+    if low > value:
+        value = low
+    if ceiling < value:
+        value = ceiling
+    if high < value:
+        value = high
+    return value
 
 
 class _Workspace(NamedTuple):
@@ -148,7 +162,9 @@ class CartesianController:
         z = _track(z, vz, tcp_z, _LOW_Z, _HIGH_Z)
         self.target_pos = (x, y, z)
         yaw = self.target_yaw + yaw_rate * (MAX_YAW_RATE * CONTROL_DT)
-        self.target_yaw = yaw = min(max(yaw, -YAW_LIMIT), YAW_LIMIT)
+        if not -YAW_LIMIT <= yaw <= YAW_LIMIT:
+            yaw = math.copysign(YAW_LIMIT, yaw)
+        self.target_yaw = yaw
         error = self._error
         error[:] = (x - tcp_x, y - tcp_y, z - tcp_z, *_rotation_error(self._tcp_xmat.tolist(), yaw))
 
