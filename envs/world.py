@@ -288,9 +288,11 @@ class World:
         np.concatenate(assembly.live, out=assembly.source_values)
         assembly.sources.take(assembly.gather, None, state, "clip")
         if self.data.ncon:
-            pairs = np.matmul(self.data.contact.geom, assembly.pair_key)
+            pairs = self.data.contact.geom.dot(assembly.pair_key)
             state[assembly.contact_slots.take(pairs, 0)] = 1.0
-        state[17:20] = (yx / norm, xx / norm, left + right)
+        state[17] = yx / norm
+        state[18] = xx / norm
+        state[19] = left + right
         return assembly.observed.copy()
 
     def live_scene(self) -> SceneState:
@@ -300,7 +302,7 @@ class World:
         caller done with it before then, like the env's step.
         """
         assembly = self._assembly
-        np.greater(assembly.flags, 0.5, assembly.contacts)
+        np.greater(assembly.state, 0.5, assembly.above_half)
         scene = assembly.scene
         object.__setattr__(scene, "gripper_opening", assembly.state.item(19))  # frozen
         return scene
@@ -322,18 +324,17 @@ class StateAssembly:
     """(ngeom * ngeom, 4): for a touching geom pair (a, b), row a * ngeom + b holds the `state`
     entries (contact flags) it sets."""
     pair_key: np.ndarray
-    """(ngeom, 1): a contact's geom pair (a, b) times this is a * ngeom + b."""
+    """(2,): a contact's geom pair (a, b) dotted with this is a * ngeom + b."""
     state: np.ndarray
     """The state vector being assembled, plus a spare last entry for unused contact slots."""
     observed: np.ndarray
     """`state` without its spare entry: the observation."""
-    flags: np.ndarray
-    """(n, 4 + n) view of the contact flags in `state`."""
-    contacts: np.ndarray
-    """(n, 4 + n) bool: the flags as the live scene's contact arrays view them."""
+    above_half: np.ndarray
+    """`state > 0.5`, entry by entry: the live scene's contact arrays view its contact flags (one
+    comparison over the whole contiguous vector is cheaper than one over the strided flags)."""
     scene: SceneState
-    """The live scene: its arrays are views of `state` and `contacts`, its gripper opening is set
-    by `World.live_scene`."""
+    """The live scene: its arrays are views of `state` and `above_half`, its gripper opening is
+    set by `World.live_scene`."""
     live: tuple[np.ndarray, np.ndarray, np.ndarray]
     """Live views of qpos, qvel and the TCP position: what `source_values` copies."""
     tcp_xmat: np.ndarray
@@ -368,8 +369,8 @@ class StateAssembly:
         sources = np.zeros(zero + 1)
         state = np.zeros(len(gather))
         observed = state[:-1]
-        blocks = observed[PROPRIO_SIZE:].reshape(n, row)
-        contacts = np.zeros((n, 4 + n), bool)
+        above_half = np.zeros(len(state), bool)
+        contacts = above_half[PROPRIO_SIZE:-1].reshape(n, row)[:, 13:]
         return cls(
             sources=sources,
             source_values=sources[:-1],
@@ -378,8 +379,7 @@ class StateAssembly:
             pair_key=np.array([model.ngeom, 1], np.int32),
             state=state,
             observed=observed,
-            flags=blocks[:, 13:],
-            contacts=contacts,
+            above_half=above_half,
             scene=scene_from_state(observed, colours, contacts),
             live=(data.qpos, data.qvel, data.site_xpos[tcp]),
             tcp_xmat=data.site_xmat[tcp],
