@@ -116,6 +116,13 @@ def test_registered_env_passes_check_env_without_warnings(make_env, env_id):
     assert [str(w.message) for w in caught] == []
 
 
+def test_make_wraps_in_time_limit_only_and_a_step_before_reset_says_what_to_do(make_env):
+    env = make_env("GameOn/Reach-v0")
+    assert isinstance(env, gym.wrappers.TimeLimit) and env.env is env.unwrapped
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before step\(\)"):
+        env.step(env.action_space.sample())
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
