@@ -27,6 +27,8 @@ STATE_BOUND = 1000.0
 """Every `state` entry stays within +-this; a simulation that leaves it is flagged unstable."""
 ACTION_SIZE = 5
 """(vx, vy, vz, yaw rate, gripper) in [-1, 1]; gripper -1 is open, +1 closed."""
+_EXACT_ACTION_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+"""Action arrays whose `tolist()` gives their float64 values as they are (no conversion needed)."""
 SOFTWARE_RENDER_THREADS_VAR = "LP_NUM_THREADS"
 """Mesa llvmpipe's thread count, set to 0 only while this env creates its GL context."""
 
@@ -199,7 +201,8 @@ class StackingEnv(gym.Env):
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.instruction is None:
             raise RuntimeError("call reset() before step()")
-        action = np.asarray(action, dtype=np.float64)
+        if type(action) is not np.ndarray or action.dtype not in _EXACT_ACTION_DTYPES:
+            action = np.asarray(action, dtype=np.float64)
         if action.shape != (ACTION_SIZE,):
             raise ValueError(
                 f"action must have shape ({ACTION_SIZE},) = (vx, vy, vz, yaw rate, gripper), "
