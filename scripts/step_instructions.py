@@ -1,13 +1,14 @@
 """env.step's machine instructions over those of the raw physics it runs, counted by callgrind.
 
-Wall-time ratios drift on a shared virtual machine; instruction counts do not (the same binary,
-inputs and environment give the same count whatever else runs). For each env and reward mode this
-runs three processes under `valgrind --tool=callgrind`: the set-up alone, the set-up plus STEPS
-env steps under random actions, and the set-up plus the raw physics of those steps (the env's own
-actuator targets replayed from the same start, 25 x mj_step each), and prints
-(env - set-up) / (physics - set-up).
+Wall-time ratios drift on a shared virtual machine; instruction counts do not depend on what else
+runs. For each env and reward mode this runs three processes under `valgrind --tool=callgrind`:
+the set-up alone, the set-up plus STEPS env steps under random actions, and the set-up plus the raw
+physics of those steps (the env's own actuator targets replayed from the same start, 25 x mj_step
+each), and prints (env - set-up) / (physics - set-up). The set-up's count itself varies by a few
+million instructions from process to process (memory layout, hash seeds), which moved the ratio by
+up to +-0.02 at 300 steps; the default 1500 steps keep that under +-0.005.
 
-    MUJOCO_GL=egl python scripts/step_instructions.py [STEPS]      # about 5 minutes
+    MUJOCO_GL=egl python scripts/step_instructions.py [STEPS]      # about 8 minutes
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ CASES = (
     ("GameOn/Tower-v0", "dense"),
 )
 MODES = ("setup", "env", "physics")
+DEFAULT_STEPS = 1500
 
 
 def run(mode: str, env_id: str, reward_mode: str, steps: int, ctrls_path: Path) -> None:
@@ -93,4 +95,4 @@ if __name__ == "__main__":
         mode, env_id, reward_mode, steps, ctrls = sys.argv[2:]
         run(mode, env_id, reward_mode, int(steps), Path(ctrls))
     else:
-        main(int(sys.argv[1]) if len(sys.argv) > 1 else 300)
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_STEPS)
