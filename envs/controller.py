@@ -162,8 +162,10 @@ class CartesianController:
         z = _track(z, vz, tcp_z, _LOW_Z, _HIGH_Z)
         self.target_pos = (x, y, z)
         yaw = self.target_yaw + yaw_rate * (MAX_YAW_RATE * CONTROL_DT)
-        if not -YAW_LIMIT <= yaw <= YAW_LIMIT:
-            yaw = math.copysign(YAW_LIMIT, yaw)
+        if yaw < -YAW_LIMIT:
+            yaw = -YAW_LIMIT
+        elif yaw > YAW_LIMIT:
+            yaw = YAW_LIMIT
         self.target_yaw = yaw
         error = self._error
         error[:] = (x - tcp_x, y - tcp_y, z - tcp_z, *_rotation_error(self._tcp_xmat.tolist(), yaw))

@@ -41,6 +41,7 @@ from gameon.envs.oracle import (
     on_table,
     success,
     tcp_distance,
+    unit_vector,
 )
 
 _PICK = ("reach", "grasp", "lift")
@@ -173,7 +174,7 @@ def _push(scene: SceneState, start: SceneState | None, x: str, direction: str) -
     if start is None:
         raise ValueError("push shaping needs the episode's start scene")
     stages = len(STAGES["push"])
-    ux, uy = DIRECTION_VECTORS[direction]
+    ux, uy = unit_vector(DIRECTION_VECTORS, direction, "push direction")
     centre, origin = _centre(scene, x), _centre(start, x)
     dx, dy = centre[0] - origin[0], centre[1] - origin[1]
     along, drift = ux * dx + uy * dy, abs(ux * dy - uy * dx)

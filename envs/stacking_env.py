@@ -214,7 +214,7 @@ class StackingEnv(gym.Env):
         world = self.world
         # Clipped to [-1, 1] by comparisons: the values min and max would give, at a third the cost.
         self.controller.apply(
-            [value if -1.0 <= value <= 1.0 else math.copysign(1.0, value) for value in values]
+            [-1.0 if value < -1.0 else 1.0 if value > 1.0 else value for value in values]
         )
         mujoco.mj_step(world.model, world.data, nstep=N_SUBSTEPS)
         state = world.state_vector()
@@ -281,6 +281,8 @@ class StackingEnv(gym.Env):
         return self._start
 
     def render(self) -> np.ndarray | None:
+        if self.instruction is None:
+            raise RuntimeError("call reset() before render()")
         if self.render_mode != "rgb_array":
             return None
         return self._render(self.camera, self.width, self.height)

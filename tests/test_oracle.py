@@ -32,6 +32,7 @@ from gameon.envs.oracle import (
     tower,
     upright,
 )
+from gameon.envs.rewards import dense_reward
 
 HALF = BLOCK_SIZE / 2
 CONTACT_TOL = 1e-3
@@ -541,6 +542,17 @@ def test_unknown_colour_names_scene_colours() -> None:
         scene.index("green")
     with pytest.raises(ValueError, match="red, blue"):
         success(Instruction("lift", ("green",)), scene)
+
+
+def test_a_tower_naming_a_colour_the_scene_lacks_fails_naming_the_first_missing_one() -> None:
+    """Success stops at the first condition that fails, but a colour the scene lacks is an error
+    in any position, not a tower that happens not to stand."""
+    scene = make_scene({"red": (0.5, 0.0, layer(0)), "green": (0.6, 0.1, layer(0))})
+    for colours in (("green", "yellow", "red"), ("red", "green", "yellow", "purple")):
+        tower = Instruction("tower", colours)
+        for judge in (success, evaluate, dense_reward):
+            with pytest.raises(ValueError, match="no 'yellow' block.*red, green"):
+                judge(tower, scene)
 
 
 def test_evaluate_success_matches_all_flags() -> None:
