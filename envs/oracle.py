@@ -104,9 +104,7 @@ def clear_radius(scene: SceneState) -> float:
     return scene.block_size * math.sqrt(3.0) / 2 + CLEAR_DISTANCE
 
 
-def unit_vector(
-    table: dict[str, tuple[float, float]], key: str | None, what: str
-) -> tuple[float, float]:
+def _unit(table: dict[str, tuple[float, float]], key: str | None, what: str) -> tuple[float, float]:
     """The horizontal unit vector a push direction or a side names (a ValueError lists them)."""
     if key not in table:
         raise ValueError(f"unknown {what} {key!r}; expected one of {', '.join(table)}")
@@ -168,7 +166,7 @@ def on(scene: SceneState, x: str, y: str) -> bool:
 
 def next_to(scene: SceneState, x: str, y: str, side: str) -> bool:
     """Whether x stands on the table beside y on `side` ("left of", ...), roughly one block away."""
-    ax, ay = unit_vector(SIDE_VECTORS, side, "side")
+    ax, ay = _unit(SIDE_VECTORS, side, "side")
     dx, dy = _horizontal(scene.block_pos[scene.index(x)], scene.block_pos[scene.index(y)])
     along, across = ax * dx + ay * dy, abs(ax * dy - ay * dx)
     return (
@@ -217,7 +215,7 @@ def reached(scene: SceneState, x: str) -> bool:
 def _push_checks(
     scene: SceneState, start: SceneState, x: str, direction: str | None
 ) -> Iterator[tuple[str, bool]]:
-    ux, uy = unit_vector(DIRECTION_VECTORS, direction, "push direction")
+    ux, uy = _unit(DIRECTION_VECTORS, direction, "push direction")
     dx, dy = _horizontal(scene.block_pos[scene.index(x)], start.block_pos[start.index(x)])
     yield "displaced", ux * dx + uy * dy >= PUSH_DISTANCE
     yield "on_line", abs(ux * dy - uy * dx) <= PUSH_LATERAL_TOL

@@ -25,7 +25,6 @@ from gameon.envs.oracle import (
     DIRECTION_VECTORS,
     LIFT_HEIGHT,
     PUSH_DISTANCE,
-    PUSH_LATERAL_TOL,
     REST_ANG_VEL,
     REST_LIN_VEL,
     SIDE_VECTORS,
@@ -33,15 +32,14 @@ from gameon.envs.oracle import (
     TABLE_HEIGHT,
     SceneState,
     clear_radius,
+    evaluate,
     grasped,
     levels_done,
     lifted,
     next_to,
     on,
-    on_table,
     success,
     tcp_distance,
-    unit_vector,
 )
 
 _PICK = ("reach", "grasp", "lift")
@@ -169,21 +167,22 @@ def _reach(scene: SceneState, x: str) -> float:
     return _staged(0, _near(gap, COARSE_GAIN), len(STAGES["reach"]))
 
 
-def _push(scene: SceneState, start: SceneState | None, x: str, direction: str) -> float:
+def _push(
+    scene: SceneState, start: SceneState, x: str, direction: str, flags: dict[str, bool]
+) -> float:
     """Approach the pre-push point, push x along `direction`, then clear the gripper."""
-    if start is None:
-        raise ValueError("push shaping needs the episode's start scene")
     stages = len(STAGES["push"])
-    ux, uy = unit_vector(DIRECTION_VECTORS, direction, "push direction")
-    centre, origin = _centre(scene, x), _centre(start, x)
-    dx, dy = centre[0] - origin[0], centre[1] - origin[1]
-    along, drift = ux * dx + uy * dy, abs(ux * dy - uy * dx)
-    if along >= PUSH_DISTANCE and drift <= PUSH_LATERAL_TOL and on_table(scene, x):
+    if flags["displaced"] and flags["on_line"] and flags["on_table"]:
         return _staged(2, _settle(scene, x), stages)
+    ux, uy = DIRECTION_VECTORS[direction]
+    centre = _centre(scene, x)
     behind = (centre[0] - ux * PRE_PUSH_OFFSET, centre[1] - uy * PRE_PUSH_OFFSET, centre[2])
     gap = _gap(scene.tcp_pos.tolist(), behind)
     if gap > PUSH_CONTACT_TOL:
         return _staged(0, _near(gap, COARSE_GAIN), stages)
+    origin = _centre(start, x)
+    dx, dy = centre[0] - origin[0], centre[1] - origin[1]
+    along, drift = ux * dx + uy * dy, abs(ux * dy - uy * dx)
     pushed = _near(PUSH_DISTANCE + OVERSHOOT - along, FINE_GAIN)
     return _staged(1, pushed - LATERAL_PENALTY * math.tanh(FINE_GAIN * drift), stages)
 
@@ -234,12 +233,12 @@ def _stack_unseated(scene: SceneState, x: str, y: str) -> float:
     return _staged(*_pick(scene, x, height), stages)
 
 
-def _unstack(scene: SceneState, x: str, y: str) -> float:
+def _unstack(scene: SceneState, x: str, y: str, flags: dict[str, bool]) -> float:
     """Pick x off y, move it UNSTACK_ASIDE away, lower it onto the table, let go."""
     stages = len(STAGES["unstack"])
-    i, j = scene.index(x), scene.index(y)
-    if not on(scene, x, y) and on_table(scene, x) and not scene.block_contacts[i, j]:
+    if flags["off"] and flags["on_table"] and flags["apart"]:
         return _staged(5, _settle(scene, x), stages)
+    i, j = scene.index(x), scene.index(y)
     centre = scene.block_pos[i].tolist()
     across = _across(centre, scene.block_pos[j].tolist())
     if across >= UNSTACK_ASIDE and _held(scene, x, i):
@@ -260,7 +259,7 @@ def _tower(scene: SceneState, colours: tuple[str, ...]) -> float:
         drop = _centre(scene, colours[0])[2] - TABLE_HEIGHT - scene.block_size / 2
         share = PROGRESS_CAP * _near(abs(drop), FINE_GAIN)
     elif done == n:  # built: the top block is on the one below it
-        share = _staged(5, _settle(scene, colours[level]), len(STAGES["stack"]))
+        share = _stack(scene, colours[level], colours[level - 1])
     else:  # the next block is not on the built part, or levels_done would have counted it
         share = _stack_unseated(scene, colours[level], colours[level - 1])
     return (level + share) / n
@@ -283,14 +282,14 @@ def shaping(instruction: Instruction, scene: SceneState, start: SceneState | Non
         return _reach(scene, objects[0])
     if skill == "lift":
         return _staged(*_pick(scene, objects[0], LIFT_HEIGHT), len(STAGES["lift"]))
-    if skill == "push":
-        return _push(scene, start, objects[0], relation)
+    if skill == "push":  # its stages read the oracle's flags, the one statement of its rule
+        return _push(scene, start, objects[0], relation, evaluate(instruction, scene, start))
     if skill == "place":
         return _place(scene, objects[0], objects[1], relation)
     if skill == "stack":
         return _stack(scene, objects[0], objects[1])
     if skill == "unstack":
-        return _unstack(scene, objects[0], objects[1])
+        return _unstack(scene, objects[0], objects[1], evaluate(instruction, scene, start))
     if skill == "tower":
         return _tower(scene, objects)
     raise ValueError(f"unknown skill {skill!r}")
