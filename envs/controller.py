@@ -135,6 +135,10 @@ class CartesianController:
         """Where the tool-centre point is being driven, m (floats, read every step)."""
         self.target_yaw = 0.0
 
+    def __reduce__(self) -> tuple:
+        """Copies and pickles rebuild the views of the (copied) world's simulator arrays."""
+        return _controller_of, (self.world, self.target_pos, self.target_yaw)
+
     def reset(self) -> None:
         """Hold the current pose: call after the simulator state was set."""
         world = self.world
@@ -184,6 +188,15 @@ class CartesianController:
         np.add(q, np.add(posture, np.matmul(jac_t, step, joints), joints), joints)
         np.minimum(np.maximum(joints, self._qlow, out=joints), self._qhigh, out=self._arm_ctrl)
         self._finger_ctrl.fill(FINGER_OPEN * (1.0 - grip) / 2)
+
+
+def _controller_of(
+    world: World, target_pos: tuple[float, float, float], target_yaw: float
+) -> CartesianController:
+    """A controller of `world` driving toward this target (how a copied controller is rebuilt)."""
+    controller = CartesianController(world)
+    controller.target_pos, controller.target_yaw = target_pos, target_yaw
+    return controller
 
 
 def move_arm_to(world: World, tcp_pos: np.ndarray, yaw: float, iterations: int = 60) -> None:

@@ -85,6 +85,10 @@ class StackingEnv(gym.Env):
         pixel_size: int = 84,
     ) -> None:
         self.colours = self._colours(blocks)
+        if isinstance(skills, str) or not isinstance(skills, Iterable):
+            raise ValueError(
+                f"skills must be a list of skill names ({', '.join(SKILLS)}), got {skills!r}"
+            )
         self.skills = tuple(_choice("skill", s, SKILLS) for s in skills)
         if not self.skills:
             raise ValueError(f"skills must name at least one skill; accepted: {', '.join(SKILLS)}")
@@ -101,7 +105,11 @@ class StackingEnv(gym.Env):
         self.render_mode = render_mode
         self.camera = _choice("camera", camera, CAMERAS)
         self.pixel_camera = _choice("pixel_camera", pixel_camera, CAMERAS)
-        self.terminate_on_success = terminate_on_success
+        if not isinstance(terminate_on_success, bool | np.bool_):
+            raise ValueError(
+                f"terminate_on_success must be True or False, got {terminate_on_success!r}"
+            )
+        self.terminate_on_success = bool(terminate_on_success)
         for name, size in (("width", width), ("height", height), ("pixel_size", pixel_size)):
             if not _is_int(size) or not 16 <= size <= 1024:
                 raise ValueError(
@@ -174,6 +182,11 @@ class StackingEnv(gym.Env):
         observation = self._observation(state)
         self._last_obs = observation
         return observation, self._info(self._start, unstable=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles leave the renderers behind (GL contexts do not copy): the copy
+        makes its own on its first render. World and controller rebuild their simulator views."""
+        return {**self.__dict__, "_renderers": {}}
 
     def _instruction(self, given: str | Instruction | None) -> Instruction:
         if given is None:

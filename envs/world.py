@@ -206,7 +206,13 @@ class World:
         for i in range(model.nbody):
             if model.body(i).name.startswith(("link", "hand", "left_f", "right_f")):
                 model.body_gravcomp[i] = 1.0
-        data = mujoco.MjData(model)
+        return cls.of_simulator(model, mujoco.MjData(model), colours)
+
+    @classmethod
+    def of_simulator(
+        cls, model: mujoco.MjModel, data: mujoco.MjData, colours: tuple[str, ...]
+    ) -> World:
+        """The World of a compiled scene and a state of it: ids, and views of `data`'s arrays."""
 
         def qpos_of(name: str) -> int:
             return int(model.jnt_qposadr[model.joint(name).id])
@@ -252,6 +258,11 @@ class World:
             robot_geoms=robot_geoms,
             _assembly=StateAssembly.build(model, data, colours, contact_slots),
         )
+
+    def __reduce__(self) -> tuple:
+        """Copies and pickles rebuild the views of the copied simulator's arrays (a copied view
+        would be an array of its own, no longer the simulator's)."""
+        return World.of_simulator, (self.model, self.data, self.colours)
 
     def tcp_pos(self) -> np.ndarray:
         return self.data.site_xpos[self.tcp_site]

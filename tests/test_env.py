@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import math
 import os
+import pickle
 import subprocess
 import sys
 import warnings
@@ -155,6 +157,9 @@ def test_pixel_modes_pass_check_env_without_warnings(make_env, kwargs):
         ({"width": 100.5}, ("width must be a whole number of pixels", "100.5")),
         ({"blocks": 3.0}, ("a number of blocks (2 to 5) or a list of colours", "3.0")),
         ({"skills": []}, ("at least one skill", "reach, lift, push")),
+        ({"skills": "reach"}, ("a list of skill names", "'reach'")),
+        ({"skills": None}, ("a list of skill names", "None")),
+        ({"terminate_on_success": "False"}, ("True or False", "'False'")),
     ],
 )
 def test_constructor_rejects_bad_options_naming_accepted_values(kwargs, expected):
@@ -426,6 +431,26 @@ def test_same_seed_and_actions_give_identical_rollouts(make_env, env_id, reward_
     assert_same_rollout(first, rollout(reused, 11, actions))
     for _, reward, *_ in first[1:]:
         assert reward is None or (isinstance(reward, float) and math.isfinite(reward))
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copied_env_continues_exactly_as_the_original(make_env, how):
+    """A copy made mid-episode, after a render, steps, renders and resets as the original does."""
+    env = make_env("GameOn/Tower-v0", reward_mode="dense", render_mode="rgb_array", width=64)
+    obs = env.reset(seed=3)[0]
+    expert = make_expert(env, noise=0.1, seed=3)
+    expert.reset()
+    for _ in range(40):
+        obs = env.step(expert.act(obs))[0]
+    env.render()
+    copied = copy.deepcopy(env) if how == "deepcopy" else pickle.loads(pickle.dumps(env))
+    try:
+        actions = np.random.default_rng(0).uniform(-1, 1, (60, 5))
+        assert_same_rollout([env.step(a) for a in actions], [copied.step(a) for a in actions])
+        assert np.array_equal(env.render(), copied.render())
+        assert_same_rollout(rollout(env, 5, actions), rollout(copied, 5, actions))
+    finally:
+        copied.close()
 
 
 def test_different_seeds_give_different_layouts(make_env):
