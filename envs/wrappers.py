@@ -46,7 +46,7 @@ def target_relative(state: np.ndarray, goal: np.ndarray, colours: Sequence[str])
     return relative.reshape(*batch, TARGET_RELATIVE_SIZE)
 
 
-class TargetRelative(gym.ObservationWrapper):
+class TargetRelative(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Adds `target_relative` (see `target_relative`) to a GameOn env's Dict observation.
 
     `TargetRelative(gym.make("GameOn/Reach-v0"))` gives Stable-Baselines3's `MultiInputPolicy`
@@ -55,7 +55,8 @@ class TargetRelative(gym.ObservationWrapper):
     """
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ObservationWrapper.__init__(self, env)
         space = env.observation_space
         if not isinstance(space, spaces.Dict) or "state" not in space.spaces:
             raise ValueError(
@@ -70,3 +71,7 @@ class TargetRelative(gym.ObservationWrapper):
     def observation(self, observation: dict[str, Any]) -> dict[str, Any]:
         relative = target_relative(observation["state"], observation["goal"], self.colours)
         return {**observation, TARGET_RELATIVE_KEY: relative}
+
+    def set_instruction(self, instruction: Any) -> dict[str, Any]:
+        """The env's `set_instruction`, its observation with this wrapper's key added."""
+        return self.observation(self.env.get_wrapper_attr("set_instruction")(instruction))

@@ -77,6 +77,19 @@ def test_target_relative_rejects_what_it_cannot_read():
         )
 
 
+def test_target_relative_switches_instructions_and_rebuilds_from_its_spec():
+    env = gym.wrappers.RecordEpisodeStatistics(TargetRelative(gym.make("GameOn/MultiSkill-v0")))
+    env.reset(seed=0)
+    observation = env.get_wrapper_attr("set_instruction")("stack the red block on the blue block")
+    assert env.observation_space.contains(observation)
+    scene = env.unwrapped.scene()
+    expected = scene.block_pos[scene.colours.index("red")] - scene.tcp_pos
+    np.testing.assert_allclose(observation[TARGET_RELATIVE_KEY][:3], expected)
+    remade = gym.make(env.spec)
+    assert isinstance(remade.env, TargetRelative)  # RecordEpisodeStatistics around it
+    assert remade.observation_space == env.observation_space
+
+
 def test_sb3_env_checker_accepts_the_wrapped_env(sb3):
     from stable_baselines3.common.env_checker import check_env
 
