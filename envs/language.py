@@ -176,14 +176,16 @@ def parse(text: str) -> Instruction:
         if match is None:
             continue
         groups = match.groups()
+        if skill == "tower":  # an unreadable colour list raises the accepted forms itself
+            fields = (_tower_colours(groups[0], text),)
+        elif skill == "push":
+            fields = ((groups[0],), groups[1])
+        elif skill == "place":
+            fields = ((groups[0], groups[2]), _SIDE_FROM_TEXT[groups[1]])
+        else:
+            fields = (groups,)
         try:
-            if skill == "tower":
-                return Instruction(skill, _tower_colours(groups[0], text))
-            if skill == "push":
-                return Instruction(skill, (groups[0],), groups[1])
-            if skill == "place":
-                return Instruction(skill, (groups[0], groups[2]), _SIDE_FROM_TEXT[groups[1]])
-            return Instruction(skill, groups)
+            return Instruction(skill, *fields)
         except ValueError as error:
             raise ValueError(f"cannot parse instruction {text!r}: {error}") from None
     raise _unknown_text(text)

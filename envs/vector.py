@@ -78,9 +78,15 @@ def make_vec(
     """`num_envs` copies of `gym.make(env_id, **kwargs)`, each wrapped in `wrappers`, stepped by
     `workers` processes (default: one per CPU, at most one per env).
 
-    The arguments are `gym.make_vec`'s; `vector_kwargs` go to SharedMemoryVectorEnv
-    (`autoreset_mode`, `copy`, `context`).
+    The arguments are `gym.make_vec`'s but `vectorization_mode` (this is the shared-memory mode);
+    `vector_kwargs` go to SharedMemoryVectorEnv (`autoreset_mode`, `copy`, `context`).
     """
+    if "vectorization_mode" in kwargs:
+        raise ValueError(
+            "gameon.envs.make_vec always makes a SharedMemoryVectorEnv and takes no "
+            f"vectorization_mode (got {kwargs['vectorization_mode']!r}); for gymnasium's sync or "
+            "async vector envs call gym.make_vec(env_id, num_envs, vectorization_mode=...)"
+        )
     spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
     factory = EnvFactory(spec, dict(kwargs), tuple(wrappers or ()))
     envs = SharedMemoryVectorEnv([factory] * num_envs, workers=workers, **(vector_kwargs or {}))

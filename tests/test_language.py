@@ -234,6 +234,16 @@ def test_error_unknown_text_is_one_form_a_line() -> None:
     ]
 
 
+def test_an_unreadable_tower_says_it_cannot_parse_once() -> None:
+    with pytest.raises(ValueError) as info:
+        parse("build a tower of red green blue")
+    message = str(info.value)
+    assert message.splitlines()[0] == (
+        "cannot parse instruction 'build a tower of red green blue'; accepted forms:"
+    )
+    assert message.count("cannot parse") == 1
+
+
 def test_error_unknown_colour() -> None:
     expected = "unknown colour 'pink'; accepted colours: red, green, blue, yellow, purple"
     with pytest.raises(ValueError, match=re.escape(expected)) as info:

@@ -258,6 +258,13 @@ def test_an_env_exception_is_raised_in_the_parent_and_the_env_stays_usable() -> 
             envs.step(np.zeros(5, np.float32))
 
 
+def test_a_vectorization_mode_is_refused_pointing_to_gym_make_vec() -> None:
+    with pytest.raises(
+        ValueError, match=r"takes no vectorization_mode \(got 'sync'\).*gym\.make_vec"
+    ):
+        make_vec(ENV_ID, 2, vectorization_mode="sync")
+
+
 def test_after_a_reset_that_fails_in_one_slice_the_infos_are_sync_s() -> None:
     """The slices that did reset report their new episode's info, as SyncVectorEnv does."""
     reach = "GameOn/Reach-v0"
