@@ -41,7 +41,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 from pydantic import (
     AfterValidator,
@@ -49,6 +49,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     create_model,
 )
@@ -559,16 +560,33 @@ def run_config(run: RunSpec, run_dir: Path | None = None) -> Any:
     unknown = [k for k in {**run.settings, **values} if k not in names]
     if unknown:
         raise ValueError(
-            f"{run.run_id}: {', '.join(unknown)} is not a setting of {run.learner} "
+            f"{', '.join(unknown)} is not a setting of {run.learner} "
             f"({cls.__module__}.{cls.__name__}); accepted: {', '.join(sorted(names))}"
         )
     # A run has one CPU (the runners start one per CPU): an online learner steps its envs in its
     # own process unless the settings say otherwise (the shared vector env would add a process).
     one_cpu = {"vectorization": "sync"} if run.protocol == "online" else {}
     values = {**one_cpu, **run.settings, **values}
-    if isinstance(values.get("hidden"), list):
-        values["hidden"] = tuple(values["hidden"])
+    hints = get_type_hints(cls)
+    for name in run.settings.keys() | curriculum_fields(run, names).keys():
+        values[name] = _typed_setting(name, values[name], hints[name], run.learner)
     return cls(**values)
+
+
+def _typed_setting(name: str, value: Any, hint: Any, learner: str) -> Any:
+    """A setting's value checked against its config field's type (a TOML list may fill a tuple),
+    so that a wrong type is named before any run starts rather than failing every run."""
+    if isinstance(value, list) and get_origin(hint) is tuple:
+        value = tuple(value)
+    try:
+        TypeAdapter(hint).validate_python(value, strict=True)
+    except ValidationError as error:
+        expected = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+        reason = error.errors()[0]["msg"]
+        raise ValueError(
+            f"setting {name} = {value!r} does not fit {learner}'s {name} ({expected}): {reason}"
+        ) from None
+    return value
 
 
 def check_run(run: RunSpec) -> None:

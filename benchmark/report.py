@@ -237,7 +237,8 @@ def practised(records: Sequence[RunRecord]) -> list[dict[str, float]] | None:
 def controls_check(groups: Sequence[dict]) -> list[dict]:
     """Whether the positive control beats the negative one on the target with 95% intervals
     that do not overlap, per (protocol, learner, env) that ran both: the harness's own proof
-    that it can tell a good curriculum from a bad one."""
+    that it can tell a good curriculum from a bad one. `separated` is None (not judged) when
+    either side has fewer than MIN_RUNS_FOR_INTERVAL seeds, whose intervals say nothing."""
     by_key: dict[tuple[str, str, str], dict[str, dict]] = {}
     for group in groups:
         key = (group["protocol"], group["learner"], group["env_id"])
@@ -248,6 +249,7 @@ def controls_check(groups: Sequence[dict]) -> list[dict]:
         if positive is None or negative is None:
             continue
         high, low = positive["target_success"], negative["target_success"]
+        runs = min(len(positive["seeds"]), len(negative["seeds"]))
         checks.append(
             {
                 "protocol": protocol,
@@ -255,7 +257,8 @@ def controls_check(groups: Sequence[dict]) -> list[dict]:
                 "env_id": env_id,
                 "positive": high,
                 "negative": low,
-                "separated": high["low"] > low["high"],
+                "runs": runs,
+                "separated": high["low"] > low["high"] if runs >= MIN_RUNS_FOR_INTERVAL else None,
             }
         )
     return checks
@@ -677,9 +680,8 @@ def _controls_lines(
     for check in checks:
         key = (check["protocol"], check["learner"], check["env_id"])
         positive, negative = seeds.get((*key, POSITIVE), 0), seeds.get((*key, NEGATIVE), 0)
-        runs = min(positive, negative)
-        if runs < MIN_RUNS_FOR_INTERVAL:
-            verdict = f"not judged: no intervals with {_seeds_text(runs)}"
+        if check["separated"] is None:
+            verdict = f"not judged: no intervals with {_seeds_text(min(positive, negative))}"
         elif check["separated"]:
             verdict = "separated"
         else:

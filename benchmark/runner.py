@@ -223,7 +223,7 @@ def plan_line(
     current load (`load`: the load average; None: measure it)."""
     runs = select_runs(spec, options.only)
     todo = [run for run in runs if not is_complete(run, Path(results_dir) / run.run_id)]
-    head = f"{spec.name}: {len(todo)} runs to do"
+    head = f"{spec.name}: {len(todo)} {'run' if len(todo) == 1 else 'runs'} to do"
     if len(todo) < len(runs):
         head += f" ({len(runs) - len(todo)} of {len(runs)} finished before)"
     if not todo:

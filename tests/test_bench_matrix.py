@@ -255,6 +255,39 @@ def test_checked_spec_refuses_unknown_settings_and_impossible_curricula(tmp_path
         load_spec(path)
 
 
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        (
+            "update_epochs = 2.5",
+            r"setting update_epochs = 2\.5 does not fit ppo's update_epochs \(int\)",
+        ),
+        ('num_steps = "64"', r"setting num_steps = '64' does not fit ppo's num_steps \(int\)"),
+        (
+            'vectorization = "fork"',
+            r"setting vectorization = 'fork' does not fit ppo's vectorization "
+            r"\(Literal\['shared', 'sync', 'async'\]\): Input should be",
+        ),
+        ("anneal_lr = 1", r"setting anneal_lr = 1 does not fit ppo's anneal_lr \(bool\)"),
+    ],
+)
+def test_checked_spec_refuses_a_setting_of_the_wrong_type_before_any_run(
+    tmp_path, setting, expected
+):
+    path = tmp_path / "typed.toml"
+    base = (
+        'seeds = [0]\ncurricula = ["fixed"]\n[online]\nlearners = ["ppo"]\n'
+        'env_ids = ["GameOn/Reach-v0"]\nbudget = { total_timesteps = 64 }\n'
+    )
+    path.write_text(base + f"ppo = {{ {setting} }}\n")
+    with pytest.raises(ValueError, match=f"run online__Reach__fixed__ppo__s0: {expected}"):
+        load_spec(path)
+    path.write_text(
+        base + 'ppo = { hidden = [32, 32], learning_rate = 1, vectorization = "sync" }\n'
+    )
+    load_spec(path)  # a TOML list fills a tuple, an integer a float
+
+
 def test_unknown_spec_names_the_presets():
     expected = "give a preset \\(smoke, paper, controls, full\\) or a TOML file"
     with pytest.raises(ValueError, match=expected):

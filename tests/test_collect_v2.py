@@ -246,6 +246,8 @@ def test_the_report_says_whether_the_controls_separate() -> None:
     (check,) = controls_check(summarise(records))
     assert check["separated"] is True
     assert check["positive"]["low"] == 1.0 and check["negative"]["high"] == 0.0
+    (check,) = controls_check(summarise([r for r in records if r.seed < 2]))
+    assert check["separated"] is None  # two seeds a side: no intervals, no verdict
 
 
 def test_bc_warm_start_continues_from_the_checkpoint_and_keeps_its_normaliser(
