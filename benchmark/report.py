@@ -188,7 +188,7 @@ def summarise_group(
         "diversity": diversity(records),
         "vlm": vlm_usage(records),
         "wall_seconds_mean": float(np.mean([r.wall_seconds for r in records])),
-        "steps_per_second_mean": float(np.mean([r.steps_per_second for r in records])),
+        "steps_per_second_mean": float(np.mean([wall_rate(r) for r in records])),
         "env_steps_mean": float(np.mean([r.env_steps for r in records])),
         "curve_unit": first.curve_unit,
         "evaluation": {
@@ -196,6 +196,12 @@ def summarise_group(
             "episodes_per_skill": sorted({r.evaluation.episodes_per_skill for r in records}),
         },
     }
+
+
+def wall_rate(record: RunRecord) -> float:
+    """Env steps per second of the run's wall time, one definition for both protocols (an online
+    record's own `steps_per_second` leaves out its evaluations)."""
+    return record.env_steps / record.wall_seconds if record.wall_seconds else 0.0
 
 
 def diversity(records: Sequence[RunRecord]) -> dict | None:

@@ -194,6 +194,8 @@ class RunRecord(StrictModel):
     wall_seconds: float = Field(ge=0)
     env_steps: int = Field(ge=0)
     steps_per_second: float = Field(ge=0)
+    """online: the learner's training steps per second of training (evaluations left out);
+    collect: env steps per second of wall time. Reports use env_steps / wall_seconds for both."""
     versions: dict[str, str | None]
     git_commit: str | None
     created: str

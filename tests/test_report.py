@@ -27,6 +27,16 @@ SAMPLE = [0.9, 0.0, 0.3, 0.1, 0.6, 0.2, 0.5, 0.4]
 """Sorted: 0.0 0.1 | 0.2 0.3 0.4 0.5 | 0.6 0.9; the IQM is the mean of the middle four, 0.35."""
 
 
+def test_steps_per_second_is_env_steps_over_wall_time_for_every_protocol() -> None:
+    """An online record's own rate leaves its evaluations out; the report's column does not."""
+    records = [
+        make_record(seed, [True]).model_copy(update={"steps_per_second": 1254.0})
+        for seed in range(3)
+    ]
+    (group,) = report.summarise(records)
+    assert group["steps_per_second_mean"] == 500 / 10.0
+
+
 def test_iqm_is_the_mean_of_the_middle_half() -> None:
     assert iqm(SAMPLE) == pytest.approx(0.35)
     assert iqm([1.0, 2.0, 3.0, 4.0]) == pytest.approx(2.5)
