@@ -223,7 +223,9 @@ class OtherTable(CurriculumTable):
     name: Literal[tuple(name for name in CURRICULA if name != "vlm")]
 
 
-Seeds = _list_of(int, "a non-empty list of distinct integers, e.g. [0, 1, 2]")
+Seeds = _list_of(
+    Annotated[int, Field(ge=0)], "a non-empty list of distinct integers >= 0, e.g. [0, 1, 2]"
+)
 Curricula = Annotated[
     list[
         Annotated[

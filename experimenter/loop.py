@@ -264,7 +264,8 @@ class LoopConfig:
     seed_noise: float = 0.1
     """std of the scripted experts' action noise (seed dataset and skills not yet promoted)"""
     num_updates: int = 5_000
-    """gradient steps of each retraining (from scratch on the whole dataset)"""
+    """gradient steps of each iteration's training on the whole dataset (continuing from the
+    previous iteration's policy unless warm_start is off)"""
     eval_episodes_per_skill: int = 10
     """episodes per skill of the evaluation after each iteration"""
     promote_threshold: float = 0.8
@@ -298,6 +299,10 @@ class LoopConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field and what it accepts."""
+        if self.seed < 0:
+            raise ValueError(
+                f"seed must be >= 0 (numpy's generators take no negative seed), got {self.seed}"
+            )
         for name in ("env_id", "practice_env_id", "eval_env_id", "report_env_id"):
             value = getattr(self, name)
             optional = name in ("eval_env_id", "report_env_id")

@@ -217,6 +217,7 @@ def test_a_protocol_can_have_several_sections():
         ({"online.budget.total_timesteps": -5}, "total_timesteps must be an integer >= 1"),
         ({"online.settings": {"seed": 3}}, "may not set seed: the harness sets"),
         ({"seeds": [0, 0]}, "seeds lists 0 twice"),
+        ({"seeds": [0, -1]}, "seeds must be a non-empty list of distinct integers >= 0"),
         (
             {"curricula": [{"name": "vlm", "backend": "gpt"}]},
             "vlm backend must be one of: auto, rules, gemini, openai, replay, got 'gpt'",

@@ -296,3 +296,8 @@ def test_bad_config_is_refused_before_anything_runs(
     with pytest.raises(ValueError, match=message):
         run_experiment(replace(TINY, **change), tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_negative_seed_is_refused_as_the_seed_not_the_curriculum() -> None:
+    with pytest.raises(ValueError, match="seed must be >= 0 .*got -1"):
+        LoopConfig(seed=-1).validate()
