@@ -252,6 +252,7 @@ def experiment(args: Any) -> RunRecord:
     """Run (or resume) a collect experiment (`args`: `experiment_options()`); print where its
     record and curves are."""
     from gameon.experimenter.loop import LoopConfig, load_state, run_experiment
+    from gameon.records import RANKED_MODE
 
     config = LoopConfig(**{f.name: getattr(args, f.name) for f in fields(LoopConfig)})
     run_dir = args.run_dir or Path(
@@ -271,6 +272,15 @@ def experiment(args: Any) -> RunRecord:
     print(f"episodes: {record.extra['dataset']['episodes']}")
     for skill, rate in record.curve[-1].per_skill.items():
         print(f"  {skill:8s} success {rate:.2f}")
+    for target in record.target_evaluations:  # the final target evaluations (protocol v2)
+        evaluation = target.evaluation
+        skills = ENV_SKILLS[evaluation.env_id][0]
+        ranked = target.mode == RANKED_MODE and evaluation.env_id == record.env_id
+        print(
+            f"target:   {evaluation.env_id} ({', '.join(skills)}), {target.mode}: success "
+            f"{evaluation.success_rate(tuple(skills)):.2f} over {len(evaluation.episodes)} "
+            f"episodes{' (the ranked score)' if ranked else ''}"
+        )
     print(f"record:   {run_dir / 'record.json'}")
     print(f"curves:   {run_dir / 'curves.png'}")
     return record

@@ -166,6 +166,8 @@ def test_experiment_runs_and_prints_where_its_files_are(
     pytest.importorskip("torch")
     pytest.importorskip("minari")
     pytest.importorskip("matplotlib")
+    from gameon.records import load_record
+
     run_dir = tmp_path / "run"
     args = [
         "experiment",
@@ -185,6 +187,10 @@ def test_experiment_runs_and_prints_where_its_files_are(
     out = capsys.readouterr().out
     assert str(run_dir / "record.json") in out and str(run_dir / "curves.png") in out
     assert (run_dir / "record.json").is_file() and (run_dir / "curves.png").is_file()
+    record = load_record(run_dir / "record.json")
+    ranked = f"composed: success {record.target_success:.2f} over 20 episodes (the ranked score)"
+    assert f"target:   GameOn/Reach-v0 (reach), {ranked}" in out
+    assert "target:   GameOn/Reach-v0 (reach), monolithic: success " in out
     with pytest.raises(SystemExit) as exit_info:  # same folder, another config: refused
         main([*args, "--seed", "1"])
     assert exit_info.value.code == 2
