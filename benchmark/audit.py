@@ -128,6 +128,10 @@ def audit_entry(
     """Audit `runs` sampled runs of an entry, write the result into the board, return it;
     RerunFailed, with nothing written, if a re-run fails here."""
     board_dir, work_root = Path(board_dir), Path(work_root)
+    if not (board_dir / BOARD_FILE).is_file():
+        raise ValueError(
+            f"no leaderboard at {board_dir} (no {BOARD_FILE}); give its folder with --board"
+        )
     entry = find_entry(read_board(board_dir), entry_id)
     sampled = sample_runs(entry, runs, seed)
     check_work_dir(work_root, work_root / entry.id)

@@ -207,6 +207,11 @@ def bench_report(command: BenchReport) -> int:
     print(f"summary: {paths.json}")
     for plot in paths.plots:
         print(f"plot: {plot}")
+    if paths.skipped:
+        count = len(paths.skipped)
+        print(f"skipped {count} run folder{'' if count == 1 else 's'} (listed in the table):")
+        for skipped in paths.skipped:
+            print(f"  {skipped.path}: {skipped.reason}")
     return 0
 
 
@@ -281,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     if key not in HANDLERS:
         group = [k for k in COMMANDS if k[0] == argv[0]] if argv else []
         asked = any(flag in argv[:2] for flag in ("-h", "--help"))
+        if group and len(argv) > 1 and not asked:
+            print(f"gameon {argv[0]}: unknown command {argv[1]!r}", file=sys.stderr)
         print(usage(group or None), file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2
     cls, handler = HANDLERS[key]

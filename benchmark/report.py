@@ -65,6 +65,8 @@ class ReportPaths:
     markdown: Path
     json: Path
     plots: list[Path] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    """run folders whose record could not be used (also listed in the report)"""
 
 
 def protocol_name(record: RunRecord) -> str:
@@ -367,7 +369,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     json_path = atomic_write(out / "report.json", json.dumps(summary, indent=1) + "\n")
     markdown = render_markdown(summary)
     markdown_path = atomic_write(out / "report.md", markdown)
-    return ReportPaths(markdown=markdown_path, json=json_path, plots=plots)
+    return ReportPaths(markdown=markdown_path, json=json_path, plots=plots, skipped=skipped)
 
 
 def no_records_message(results_dir: Path, skipped: Sequence[Skipped]) -> str:

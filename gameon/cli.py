@@ -258,6 +258,8 @@ def experiment(args: Any) -> RunRecord:
     run_dir = args.run_dir or Path(
         "runs", f"experiment__{config.curriculum}__{config.learner}__{config.seed}"
     )
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"--run-dir {run_dir} is a file; give a folder (new, or a run to resume)")
     try:
         config.validate()
         load_state(run_dir, config)

@@ -195,6 +195,12 @@ def test_experiment_runs_and_prints_where_its_files_are(
         main([*args, "--seed", "1"])
     assert exit_info.value.code == 2
     assert "another config" in capsys.readouterr().err
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--run-dir", str(tmp_path / "file")])
+    assert exit_info.value.code == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"
 
 
 def test_gameon_routes_bench_and_leaderboard_to_the_harness(
@@ -205,6 +211,14 @@ def test_gameon_routes_bench_and_leaderboard_to_the_harness(
     assert exit_info.value.code == 1
     assert "missing: no such file or folder" in capsys.readouterr().out
     assert not (tmp_path / "leaderboard.json").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["leaderboard", "audit", "1", "--board", str(tmp_path / "no_board")])
+    assert exit_info.value.code == 2
+    assert "no leaderboard at" in capsys.readouterr().err and not (tmp_path / "no_board").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "rnu"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("gameon bench: unknown command 'rnu'\nusage:")
 
 
 class _Hidden(importlib.abc.MetaPathFinder):

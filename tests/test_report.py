@@ -121,7 +121,7 @@ FIXED = [[True, False, False, False], [False] * 4, [True, True, False, False]]
 VLM = [[True, True, True, False], [True, True, False, False], [True] * 4]
 
 
-def test_report_of_a_directory_with_valid_invalid_and_missing_records(tmp_path) -> None:
+def test_report_of_a_directory_with_valid_invalid_and_missing_records(tmp_path, capsys) -> None:
     results = tmp_path / "results"
     collected = Collected(episodes=4, skills={"reach": 2, "lift": 2}, objects={"red": 4})
     vlm = VLMUsage(backend="rules", calls=6, prompt_tokens=100, completion_tokens=20)
@@ -158,6 +158,11 @@ def test_report_of_a_directory_with_valid_invalid_and_missing_records(tmp_path) 
     skipped = {s["path"].split("/")[-1]: s["reason"] for s in summary["skipped"]}
     assert "not a valid run record" in skipped["broken"]
     assert "no record.json" in skipped["unfinished"]
+    capsys.readouterr()
+    assert commands_main(["bench", "report", str(results)]) == 0
+    out = capsys.readouterr().out  # the terminal hears of the skipped folders too
+    assert "skipped 2 run folders (listed in the table):" in out
+    assert f"  {results / 'unfinished'}: " in out and f"  {results / 'broken'}: " in out
 
     markdown = paths.markdown.read_text()
     assert "| collect | GameOn/Reach-v0 | vlm[rules] | bc | 3 (0, 1, 2) | 0.75 [" in markdown
