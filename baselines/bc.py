@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-import tyro
 
 from gameon.baselines import common
 from gameon.baselines.datasets import chunk_indices, observation_normalizer
@@ -129,4 +128,4 @@ def train(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    train(tyro.cli(Args, prog="python -m gameon.baselines.bc"))
+    train(common.parse_cli(Args, "python -m gameon.baselines.bc", common.check_offline_args))

@@ -1,7 +1,8 @@
 """What the learners share besides the policy format (`gameon.policy`): the Args fields of the
 online learners (`OnlineArgs`) and of the offline ones (`OfflineArgs`), seeding, the run as it
 starts (run folder, TensorBoard, curriculum and envs or dataset) and ends (evaluation,
-checkpoint, summary), and the training curriculum and env options of the online learners.
+checkpoint, summary), the training curriculum and env options of the online learners, and the
+command line (`parse_cli`: a setting the checks refuse is one line and exit 2, before training).
 
 One file per algorithm stays readable top to bottom with its algorithm in view: its Args add the
 algorithm's fields to the shared ones, and only the plumbing around run folders, evaluation and
@@ -13,18 +14,28 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import gymnasium as gym
 import numpy as np
 import torch
+import tyro
 
-from gameon.baselines.datasets import check_compatible, default_datasets_path, load, write_json
+from gameon.baselines.datasets import (
+    check_compatible,
+    check_dataset_id,
+    dataset_dir,
+    default_datasets_path,
+    load,
+    write_json,
+)
 from gameon.envs.language import parse
 from gameon.envs.stacking_env import REWARD_MODES
 from gameon.evaluation import EvalReport, evaluate, evaluation_suite, format_table
@@ -57,6 +68,7 @@ if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
 VECTORIZATIONS = ("shared", "sync", "async")
+ArgsT = TypeVar("ArgsT")
 
 
 @dataclass
@@ -78,8 +90,11 @@ class OnlineArgs:
     """step limit of training episodes; None: the env's own (evaluation always uses the env's)"""
     curriculum: str = "fixed"
     """who picks each training episode's instruction: fixed (uniform over the tasks), hand (the
-    stages of hand_curriculum), lp (learning progress) or vlm (a VLM proposes the tasks every
-    vlm_interval episodes; results labelled vlm[{vlm_backend}])"""
+    stages of hand_curriculum; the shipped ones need GameOn/MultiSkill-v0), lp (learning
+    progress), vlm (a VLM proposes the tasks every vlm_interval episodes; results labelled
+    vlm[{vlm_backend}]) or positive_control (the weakest evaluated skill of the target's
+    prerequisite chain; the env must have every skill of the chain). negative_control is refused
+    here: every env's target needs all the skills it has (`gameon experiment` runs it)"""
     curriculum_tasks: Literal["all", "targets"] = "all"
     """the tasks of fixed and lp, and what hand's stages must stay within: all (every instruction
     the env accepts: its skills over its block colours) or targets (only the skills the env is
@@ -540,11 +555,20 @@ def start_online_run(algo: str, args: Any) -> OnlineRun:
 
 def check_offline_args(args: Any) -> None:
     """Reject what BC's and IQL's Args (OfflineArgs and their num_updates) share that cannot
-    work: a count below 1."""
+    work: a count below 1, an unknown env id, a dataset that is not there."""
     counts = ("num_updates", "batch_size", "log_every", "eval_episodes_per_skill", "chunk_length")
     for name in counts:
         if getattr(args, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    if args.env_id is not None:
+        check_env_id(args.env_id)
+    check_dataset_id(args.dataset_id)
+    if not dataset_dir(args.dataset_id, args.datasets_path).is_dir():
+        root = Path(args.datasets_path or default_datasets_path()).resolve()
+        raise ValueError(
+            f"dataset_id {args.dataset_id!r} is not under datasets_path {root}; write it with "
+            "`python -m gameon.baselines.datasets`"
+        )
 
 
 @dataclass
@@ -666,3 +690,27 @@ def start_offline_run(algo: str, args: Any, success_only: bool = False) -> Offli
         if data.size == 0:
             raise ValueError(f"dataset {args.dataset_id} has no successful segment to learn from")
     return OfflineRun(algo, args, data, env_id, device, run_dir, writer)
+
+
+def usage_message(error: ValueError, args_type: type) -> str:
+    """A check's message on one line, closed by the options of the Args fields it names (its
+    words are field names such as total_timesteps; the option is --total-timesteps)."""
+    message = " ".join(str(error).split())
+    names = {item.name for item in dataclasses.fields(args_type)}
+    named = [word for word in dict.fromkeys(re.findall(r"\w+", message)) if word in names]
+    options = ", ".join(f"--{name.replace('_', '-')}" for name in named)
+    return f"{message} (see {options} in --help)" if named else f"{message} (see --help)"
+
+
+def parse_cli(args_type: type[ArgsT], prog: str, *checks: Callable[[ArgsT], object]) -> ArgsT:
+    """A learner's Args from its command line, run through `checks` before any training: a
+    setting they refuse (ValueError) is said in one line `PROG: error: ...` and exits 2, as the
+    `gameon` command does, rather than as a traceback."""
+    args = tyro.cli(args_type, prog=prog)
+    try:
+        for check in checks:
+            check(args)
+    except ValueError as error:
+        print(f"{prog}: error: {usage_message(error, args_type)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return args

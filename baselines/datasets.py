@@ -62,6 +62,7 @@ SEED_LOW, SEED_HIGH = 2**20, 2**31
 """Episode reset seeds are drawn from this range, far from the evaluation suite's (10_000 + i)."""
 MIN_VAR = 1e-4
 """Variance floor of the dataset normaliser, so near-constant features are not blown up."""
+PROG = "python -m gameon.baselines.datasets"
 
 
 def default_datasets_path() -> str:
@@ -71,6 +72,9 @@ def default_datasets_path() -> str:
 
 @dataclass
 class Args:
+    """Collect scripted-expert episodes of every skill of an env into a Minari dataset, for BC and
+    IQL to learn from."""
+
     env_id: str = "GameOn/MultiSkill-v0"
     """env to collect in; every skill it practises gets `episodes_per_skill` episodes"""
     dataset_id: str = "gameon/multiskill-expert-v0"
@@ -631,11 +635,11 @@ def main(args: Args) -> None:
     try:
         collect(args)
     except (ValueError, FileExistsError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
     import tyro
 
-    main(tyro.cli(Args))
+    main(tyro.cli(Args, prog=PROG))

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-import tyro
 from torch import nn
 
 from gameon.baselines import common
@@ -71,6 +70,14 @@ class Args(common.OfflineArgs):
     """see reward_scale (e.g. -1 with sparse success rewards gives a cost per step)"""
 
 
+def check_args(args: Args) -> None:
+    """Reject an invalid setting with a ValueError naming it: the shared ones of OfflineArgs, an
+    expectile outside (0, 1)."""
+    common.check_offline_args(args)
+    if not 0.0 < args.expectile < 1.0:
+        raise ValueError(f"expectile must be in (0, 1), got {args.expectile}")
+
+
 def mlp(in_size: int, out_size: int, hidden: tuple[int, ...]) -> nn.Sequential:
     """A ReLU multilayer perceptron."""
     layers: list[nn.Module] = []
@@ -102,9 +109,7 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
 
 def train(args: Args) -> dict:
     """Train IQL on a dataset, evaluate it and write the run's files."""
-    common.check_offline_args(args)
-    if not 0.0 < args.expectile < 1.0:
-        raise ValueError(f"expectile must be in (0, 1), got {args.expectile}")
+    check_args(args)
     run = common.start_offline_run(ALGO, args)
     data, device, writer = run.data, run.device, run.writer
     actor = ChunkedActor(
@@ -222,4 +227,4 @@ def train(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    train(tyro.cli(Args, prog="python -m gameon.baselines.iql"))
+    train(common.parse_cli(Args, "python -m gameon.baselines.iql", check_args))

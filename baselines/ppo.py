@@ -46,13 +46,14 @@ from typing import Literal
 
 import numpy as np
 import torch
-import tyro
 from torch import nn
 
 from gameon.baselines.common import (
     OnlineArgs,
     SkillTally,
     check_online_args,
+    make_training_curriculum,
+    parse_cli,
     start_online_run,
 )
 from gameon.evaluation import EvalReport
@@ -410,4 +411,4 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
 
 
 if __name__ == "__main__":
-    train(tyro.cli(Args, prog="python -m gameon.baselines.ppo"))
+    train(parse_cli(Args, "python -m gameon.baselines.ppo", check_args, make_training_curriculum))

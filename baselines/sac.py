@@ -54,13 +54,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-import tyro
 from torch import nn
 
 from gameon.baselines.common import (
     OnlineArgs,
     SkillTally,
     check_online_args,
+    make_training_curriculum,
+    parse_cli,
     start_online_run,
     training_env_options,
 )
@@ -103,7 +104,7 @@ class Args(OnlineArgs):
     batch_size: int = 256
     """transitions per gradient update"""
     learning_starts: int = 5_000
-    """env steps of uniformly random actions before learning starts"""
+    """env steps of uniformly random actions before learning starts (below total_timesteps)"""
     policy_lr: float = 3e-4
     """Adam learning rate of the actor"""
     q_lr: float = 1e-3
@@ -129,7 +130,8 @@ class Args(OnlineArgs):
 
 
 def check_args(args: Args) -> None:
-    """Reject an unknown env id or an invalid setting with a ValueError naming what is accepted."""
+    """Reject an unknown env id, an invalid setting or a budget that leaves no update (it would
+    save an untrained policy) with a ValueError naming what is accepted."""
     check_online_args(args)
     positive = (
         "total_timesteps", "num_envs", "buffer_size", "batch_size", "updates_per_step",
@@ -149,6 +151,16 @@ def check_args(args: Args) -> None:
         raise ValueError(f"demo_ratio must be in (0, 1), got {args.demo_ratio}")
     if args.learning_starts < 0:
         raise ValueError(f"learning_starts must be >= 0, got {args.learning_starts}")
+    if args.total_timesteps <= args.learning_starts:
+        raise ValueError(
+            f"total_timesteps ({args.total_timesteps}) must exceed learning_starts "
+            f"({args.learning_starts}): SAC learns only after learning_starts env steps"
+        )
+    if args.batch_size > min(args.buffer_size, args.total_timesteps):
+        raise ValueError(
+            f"batch_size ({args.batch_size}) must be <= buffer_size ({args.buffer_size}) and "
+            f"total_timesteps ({args.total_timesteps}): no batch could be drawn"
+        )
     if args.coded_max_steps < 1:
         raise ValueError(f"coded_max_steps must be >= 1, got {args.coded_max_steps}")
     if args.coded_skills is not None and (args.capture_video or args.demo_episodes):
@@ -515,4 +527,4 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
 
 
 if __name__ == "__main__":
-    train(tyro.cli(Args, prog="python -m gameon.baselines.sac"))
+    train(parse_cli(Args, "python -m gameon.baselines.sac", check_args, make_training_curriculum))

@@ -208,6 +208,9 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"demo_episodes": -1}, "demo_episodes must be >= 0"),
         ({"demo_ratio": 1.0}, r"demo_ratio must be in \(0, 1\)"),
+        ({"learning_starts": 300}, r"total_timesteps \(300\) must exceed learning_starts \(300\)"),
+        ({"buffer_size": 32}, r"batch_size \(64\) must be <= buffer_size \(32\)"),
+        ({"batch_size": 512}, r"batch_size \(512\) must be <= .* total_timesteps \(300\)"),
     ],
 )
 def test_invalid_args_raise_naming_what_is_accepted(
@@ -215,3 +218,4 @@ def test_invalid_args_raise_naming_what_is_accepted(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         train(tiny_args(tmp_path / "run", **overrides))
+    assert not (tmp_path / "run").exists()

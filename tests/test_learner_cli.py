@@ -1,0 +1,112 @@
+"""The learners' command lines (`python -m gameon.baselines.ppo|sac|bc|iql|datasets`): a bad
+setting is one line naming its option and exit 2, an error during training keeps its traceback,
+and --help names the program and what --curriculum accepts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("tyro")
+pytest.importorskip("minari")
+pytest.importorskip("h5py", reason="Minari's HDF5 storage needs h5py (minari[hdf5])")
+
+from gameon.baselines import common, datasets, ppo  # noqa: E402
+
+FAILED = "gameon/lift-failed-v0"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A datasets folder with one Lift episode of random actions (no successful segment)."""
+    path = tmp_path_factory.mktemp("datasets")
+    args = datasets.Args(
+        env_id="GameOn/Lift-v0",
+        dataset_id=FAILED,
+        datasets_path=str(path),
+        episodes_per_skill=1,
+        failed_fraction=1.0,
+        progress=False,
+    )
+    datasets.collect(args)
+    return path
+
+
+def run(module: str, *arguments: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m gameon.baselines.{module} ARGUMENTS`, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", f"gameon.baselines.{module}", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "arguments", "message"),
+    [
+        ("ppo", ["--total-timesteps", "0"], "total_timesteps must be >= 1, got 0"),
+        ("ppo", ["--env-id", "Nope-v0"], "unknown env id 'Nope-v0'"),
+        ("ppo", ["--curriculum", "bogus"], "unknown curriculum 'bogus'; accepted: fixed"),
+        ("sac", ["--curriculum", "negative_control"], "curriculum 'negative_control' cannot train"),
+        ("sac", ["--demo-ratio", "1.5"], "demo_ratio must be in (0, 1), got 1.5"),
+        ("bc", ["--dataset-id", "missing/x-v0"], "dataset_id 'missing/x-v0' is not under"),
+        ("iql", ["--dataset-id", FAILED, "--expectile", "1.5"], "expectile must be in (0, 1)"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2(
+    module: str, arguments: list[str], message: str, root: Path, tmp_path: Path
+) -> None:
+    if module in ("bc", "iql"):
+        arguments = [*arguments, "--datasets-path", str(root)]
+    result = run(module, *arguments, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"python -m gameon.baselines.{module}: error: {message}")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []  # no run folder, no datasets folder
+
+
+def test_the_error_line_names_the_options_of_the_fields_it_names(tmp_path: Path) -> None:
+    result = run("sac", "--env-id", "GameOn/Reach-v0", "--total-timesteps", "512", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "total_timesteps (512) must exceed learning_starts (5000)" in result.stderr
+    assert result.stderr.endswith("(see --total-timesteps, --learning-starts in --help)\n")
+
+
+def test_usage_message_adds_only_the_options_of_named_fields() -> None:
+    crowded = ValueError("num_minibatches (9) must be <=\n num_envs * num_steps (8)")
+    assert common.usage_message(crowded, ppo.Args) == (
+        "num_minibatches (9) must be <= num_envs * num_steps (8) "
+        "(see --num-minibatches, --num-envs, --num-steps in --help)"
+    )
+    assert common.usage_message(ValueError("unknown env id 'x'"), ppo.Args) == (
+        "unknown env id 'x' (see --help)"
+    )
+
+
+def test_an_error_after_the_checks_keeps_its_traceback(root: Path, tmp_path: Path) -> None:
+    result = run(
+        "bc", "--dataset-id", FAILED, "--datasets-path", str(root), "--success-only", cwd=tmp_path
+    )
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+    assert f"ValueError: dataset {FAILED} has no successful segment" in result.stderr
+
+
+@pytest.mark.parametrize("module", ["ppo", "sac"])
+def test_curriculum_help_names_the_controls(module: str) -> None:
+    result = run(module, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "positive_control" in result.stdout and "negative_control" in result.stdout
+
+
+def test_datasets_help_names_the_program_and_what_it_does() -> None:
+    result = run("datasets", "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: python -m gameon.baselines.datasets [-h]")
+    assert "Collect scripted-expert episodes" in result.stdout
