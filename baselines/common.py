@@ -702,13 +702,33 @@ def usage_message(error: ValueError, args_type: type) -> str:
     return f"{message} (see {options} in --help)" if named else f"{message} (see --help)"
 
 
+RUN_FILES = ("checkpoint.pt", "summary.json", "eval.json")
+"""What a learner's run writes into its folder; a command line naming a folder that holds them is
+refused, so that no run overwrites another's checkpoint."""
+
+
+def check_new_run_dir(args: Any) -> None:
+    """Refuse a --run-dir that holds another run's files (the command line's guard; the benchmark
+    runner reuses a run's folder on a retry by calling `train` itself)."""
+    if args.run_dir is None:
+        return
+    run_dir = Path(args.run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"run_dir {run_dir} is a file; give a folder")
+    if found := [name for name in RUN_FILES if (run_dir / name).exists()]:
+        raise ValueError(
+            f"run_dir {run_dir} holds a run already ({', '.join(found)}); give another folder, "
+            "or move that one away to keep it"
+        )
+
+
 def parse_cli(args_type: type[ArgsT], prog: str, *checks: Callable[[ArgsT], object]) -> ArgsT:
-    """A learner's Args from its command line, run through `checks` before any training: a
-    setting they refuse (ValueError) is said in one line `PROG: error: ...` and exits 2, as the
-    `gameon` command does, rather than as a traceback."""
+    """A learner's Args from its command line, run through `checks` and `check_new_run_dir`
+    before any training: a setting they refuse (ValueError) is said in one line
+    `PROG: error: ...` and exits 2, as the `gameon` command does, rather than as a traceback."""
     args = tyro.cli(args_type, prog=prog)
     try:
-        for check in checks:
+        for check in (*checks, check_new_run_dir):
             check(args)
     except ValueError as error:
         print(f"{prog}: error: {usage_message(error, args_type)}", file=sys.stderr)

@@ -78,6 +78,17 @@ def test_the_error_line_names_the_options_of_the_fields_it_names(tmp_path: Path)
     assert result.stderr.endswith("(see --total-timesteps, --learning-starts in --help)\n")
 
 
+def test_a_run_dir_that_holds_a_run_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    run_dir = tmp_path / "earlier"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.pt").write_bytes(b"an earlier run's policy")
+    result = run("ppo", "--env-id", "GameOn/Reach-v0", "--run-dir", str(run_dir), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"run_dir {run_dir} holds a run already (checkpoint.pt)" in result.stderr
+    assert [p.name for p in run_dir.iterdir()] == ["checkpoint.pt"]
+    assert (run_dir / "checkpoint.pt").read_bytes() == b"an earlier run's policy"
+
+
 def test_usage_message_adds_only_the_options_of_named_fields() -> None:
     crowded = ValueError("num_minibatches (9) must be <=\n num_envs * num_steps (8)")
     assert common.usage_message(crowded, ppo.Args) == (
