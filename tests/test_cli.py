@@ -155,7 +155,7 @@ def test_experiment_vlm_gemini_without_key_says_what_is_missing(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "GEMINI_API_KEY" in err and "GOOGLE_API_KEY" in err and "--backend rules" in err
+    assert "GEMINI_API_KEY" in err and "GOOGLE_API_KEY" in err and "--vlm-backend rules" in err
     assert "cannot train for GameOn/Tower-v0 (practising on GameOn/MultiSkill-v0)" in err
     assert not run_dir.exists()
 

@@ -186,7 +186,7 @@ def test_missing_key_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     with pytest.raises(ValueError, match="GEMINI_API_KEY") as info:
         GeminiBackend(base_url="http://127.0.0.1:1")
-    assert "GOOGLE_API_KEY" in str(info.value) and "--backend rules" in str(info.value)
+    assert "GOOGLE_API_KEY" in str(info.value) and "--vlm-backend rules" in str(info.value)
 
 
 def test_google_api_key_also_accepted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

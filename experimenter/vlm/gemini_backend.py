@@ -43,7 +43,7 @@ class GeminiBackend(Backend):
         if not key:
             raise ValueError(
                 "no Gemini API key: set the environment variable GEMINI_API_KEY (or "
-                "GOOGLE_API_KEY); to run offline use `--backend rules` or replay a recorded "
+                "GOOGLE_API_KEY); to run offline use `--vlm-backend rules` or replay a recorded "
                 "transcript instead"
             )
         for env in KEY_ENVS:
