@@ -267,6 +267,7 @@ class SharedMemoryVectorEnv(VectorEnv):
         if not 1 <= workers <= self.num_envs:
             raise ValueError(f"workers must be 1 to num_envs={self.num_envs}, got {workers}")
         self.copy = copy
+        self.context = context
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.workers: list[Worker] = []
         """the worker processes, each with its slice; the first slice is `local`'s"""
@@ -522,8 +523,15 @@ class SharedMemoryVectorEnv(VectorEnv):
         worker.process.join(1.0)
         code = worker.process.exitcode
         self.close(terminate=True)
+        hint = ""
+        if command == "start" and self.context != "fork":
+            hint = (
+                f" ({self.context} workers start by importing the main script: a script that "
+                "builds the vector env, or trains, at its top level needs "
+                '`if __name__ == "__main__":`; the worker\'s own error is on stderr above)'
+            )
         raise WorkerError(
-            f"{worker} died (exit code {code}) during {command}; the vector env is closed"
+            f"{worker} died (exit code {code}) during {command}; the vector env is closed{hint}"
         ) from None
 
     def _receive(

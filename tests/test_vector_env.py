@@ -14,6 +14,8 @@ import multiprocessing as mp
 import os
 import signal
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -256,6 +258,19 @@ def test_an_env_exception_is_raised_in_the_parent_and_the_env_stays_usable() -> 
         assert infos["_instruction"].all()
         with pytest.raises(ValueError, match=r"actions must have shape \(3, 5\)"):
             envs.step(np.zeros(5, np.float32))
+
+
+def test_a_script_without_a_main_guard_is_told_why_its_workers_died(tmp_path) -> None:
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        f"import gameon.envs\nenvs = gameon.envs.make_vec({ENV_ID!r}, 2, workers=2)\nenvs.close()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert result.returncode == 1
+    assert "died (exit code 1) during start" in result.stderr
+    assert 'needs `if __name__ == "__main__":`' in result.stderr
 
 
 def test_a_vectorization_mode_is_refused_pointing_to_gym_make_vec() -> None:
