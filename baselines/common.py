@@ -296,14 +296,10 @@ def evaluate_actor(
     normalizer: Normalizer,
     env_id: str,
     episodes_per_skill: int,
-    torch_threads: int,
 ) -> EvalReport:
-    """Evaluate a CPU copy of an (offline learner's) actor on the shared suite, then set torch
-    back to `torch_threads` threads for training."""
+    """Evaluate a CPU copy of an (offline learner's) actor on the shared suite."""
     policy = make_policy(copy.deepcopy(actor).cpu().eval(), normalizer)
-    report = evaluate(policy, env_id, episodes_per_skill=episodes_per_skill)
-    torch.set_num_threads(torch_threads)  # make_policy sets one thread for acting
-    return report
+    return evaluate(policy, env_id, episodes_per_skill=episodes_per_skill)
 
 
 def record_videos(policy: Policy, env_id: str, run_dir: Path) -> list[str]:
@@ -591,9 +587,7 @@ class OfflineRun:
         """Evaluate a CPU copy of the actor on the shared suite, timed and logged."""
         start = time.perf_counter()
         args = self.args
-        report = evaluate_actor(
-            actor, normalizer, self.env_id, args.eval_episodes_per_skill, args.torch_threads
-        )
+        report = evaluate_actor(actor, normalizer, self.env_id, args.eval_episodes_per_skill)
         self.eval_seconds += time.perf_counter() - start
         self.writer.add_scalar("eval/success_rate", report.success_rate, update)
         for skill, skill_rate in report.rates().items():

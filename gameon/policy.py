@@ -173,6 +173,28 @@ class ChunkedActor(nn.Module):
         return torch.cat((torch.tanh(out[..., :-1]), out[..., -1:]), dim=-1)
 
 
+def _policy_input(observation: dict[str, np.ndarray], obs_size: int) -> np.ndarray:
+    """The flat observation a policy reads, or a ValueError if the env's scene is not the one the
+    policy was trained in (its state has another number of blocks)."""
+    x = flat_observation(observation)
+    if x.shape[-1] != obs_size:
+        trained = obs_size - (x.shape[-1] - observation["state"].shape[-1])
+        raise ValueError(
+            f"this policy was trained on a state of {trained} numbers "
+            f"({_blocks_text(trained)}); this env's state has {observation['state'].shape[-1]} "
+            f"({_blocks_text(observation['state'].shape[-1])}): act in an env with the blocks "
+            "of the one it was trained in"
+        )
+    return x
+
+
+def _blocks_text(state_length: int) -> str:
+    try:
+        return f"a scene of {blocks_in_state(state_length)} blocks"
+    except ValueError:
+        return "no scene of 2 to 5 blocks"
+
+
 class ActorPolicy:
     """An `Actor`'s deterministic `observation -> action` (single or batched observations), with
     torch on the live actor; `reset()` does nothing (it has no memory)."""
@@ -184,7 +206,7 @@ class ActorPolicy:
         """Nothing to clear."""
 
     def __call__(self, observation: dict[str, np.ndarray]) -> np.ndarray:
-        x = flat_observation(observation)
+        x = _policy_input(observation, self.actor.obs_size)
         if self.normalizer is not None:
             x = self.normalizer(x)
         with torch.no_grad():
@@ -215,6 +237,7 @@ class ChunkingPolicy:
         ensemble_decay: float | None = None,
     ) -> None:
         self.normalizer = normalizer
+        self.obs_size = actor.obs_size
         self.chunk_length, self.action_size = actor.chunk_length, actor.action_size
         self.binary_gripper = actor.binary_gripper
         self.ensemble_decay = actor.ensemble_decay if ensemble_decay is None else ensemble_decay
@@ -254,7 +277,7 @@ class ChunkingPolicy:
         if self._goal is not None and not np.array_equal(goal, self._goal):
             self.reset()
         self._goal = goal.copy()
-        x = flat_observation(observation)
+        x = _policy_input(observation, self.obs_size)
         if self.normalizer is not None:
             x = self.normalizer(x)
         length = self.chunk_length
@@ -317,10 +340,19 @@ def load_checkpoint(path: str | Path) -> tuple[Actor | ChunkedActor, Normalizer 
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, ValueError) as error:
         raise ValueError(f"{path} is not a readable checkpoint ({error})") from None
-    if not isinstance(payload, dict) or payload.get("format") not in READABLE_FORMATS:
-        raise ValueError(
-            f"{path} is not a GameOn policy checkpoint (format {' or '.join(READABLE_FORMATS)})"
-        )
+    found = payload.get("format") if isinstance(payload, dict) else None
+    if found not in READABLE_FORMATS:
+        readable = " or ".join(READABLE_FORMATS)
+        if isinstance(found, str) and found.startswith("gameon-policy-"):
+            raise ValueError(f"{path} is a {found} checkpoint; this version reads {readable}")
+        raise ValueError(f"{path} is not a GameOn policy checkpoint (format {readable})")
+    try:
+        return _actor_of(payload, path)
+    except KeyError as error:
+        raise ValueError(f"{path} is a {found} checkpoint without its {error} entry") from None
+
+
+def _actor_of(payload: dict, path: Path) -> tuple[Actor | ChunkedActor, Normalizer | None, dict]:
     kind = payload.get("actor_kind", "mlp")
     if kind == "chunked":
         actor: Actor | ChunkedActor = ChunkedActor(
@@ -378,8 +410,18 @@ def make_policy(actor: Actor | ChunkedActor, normalizer: Normalizer | None) -> P
 
 
 def load_policy(path: str | Path) -> Policy:
-    """The saved actor of any baseline as a policy callable, normalisation included."""
-    actor, normalizer, _ = load_checkpoint(path)
+    """The saved actor of any baseline as a policy callable, normalisation included. A policy
+    trained with coded actions acts in a CodedActions-wrapped env, which this cannot give: a
+    ValueError says how to act it."""
+    actor, normalizer, payload = load_checkpoint(path)
+    coded = payload.get("args", {}).get("coded_skills")
+    if coded is not None:
+        raise ValueError(
+            f"{path} was trained with coded actions ({coded!r}): its {actor.action_size} action "
+            "numbers act through experimenter.coded_actions.CodedActions(env, "
+            "load_coded_skills(args['coded_skills']), args['coded_max_steps']); load it with "
+            "load_checkpoint and make_policy and step such an env"
+        )
     return make_policy(actor, normalizer)
 
 

@@ -321,6 +321,38 @@ def test_old_format_checkpoint_still_loads(tmp_path: Path) -> None:
     assert policy(batch).shape == (2, 5), "plain actors still act on batches"
 
 
+@pytest.mark.parametrize("kind", ["mlp", "chunked"])
+def test_a_policy_in_a_scene_of_other_blocks_says_so(tmp_path: Path, kind: str) -> None:
+    env = gym.make(ENV_ID)
+    size = flat_size(env.observation_space)
+    actor = Actor(size, 5, (16,)) if kind == "mlp" else ChunkedActor(size, 5, (16,), 4)
+    path = save_checkpoint(tmp_path / "p.pt", "bc", ENV_ID, actor, Normalizer.zeros(size), {})
+    observation, _ = gym.make(ENV_ID, blocks=4).reset(seed=0)
+    with pytest.raises(
+        ValueError,
+        match=r"trained on a state of 80 numbers \(a scene of 3 "
+        r"blocks\); this env's state has 104 \(a scene of 4 blocks\)",
+    ):
+        load_policy(path)(observation)
+
+
+def test_checkpoints_load_policy_cannot_act_say_why(tmp_path: Path) -> None:
+    env = gym.make(ENV_ID)
+    size = flat_size(env.observation_space)
+    actor = Actor(size, 9, (16,))
+    args = {"coded_skills": "templates", "coded_max_steps": 40}
+    coded = save_checkpoint(tmp_path / "coded.pt", "ppo", ENV_ID, actor, None, args)
+    with pytest.raises(ValueError, match="trained with coded actions .*CodedActions"):
+        load_policy(coded)
+    payload = torch.load(coded, weights_only=False)
+    torch.save({**payload, "format": "gameon-policy-v1"}, tmp_path / "v1.pt")
+    with pytest.raises(ValueError, match="is a gameon-policy-v1 checkpoint; this version reads"):
+        load_policy(tmp_path / "v1.pt")
+    torch.save({k: v for k, v in payload.items() if k != "normalizer"}, tmp_path / "cut.pt")
+    with pytest.raises(ValueError, match="checkpoint without its 'normalizer' entry"):
+        load_policy(tmp_path / "cut.pt")
+
+
 def test_evaluate_resets_the_policy_at_every_episode() -> None:
     class Counting:
         def __init__(self) -> None:
