@@ -130,6 +130,18 @@ def test_good_answer_parses(server: FakeServer, tmp_path: Path) -> None:
     assert_no_secret(tmp_path)
 
 
+def test_an_answer_that_echoes_the_key_reaches_the_caller_scrubbed(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """Whatever the run keeps of an answer (a rationale in its state) never holds the key."""
+    server.script(good(f"grasp with Bearer {FAKE_KEY}"))
+    backend = make_backend(server, tmp_path)
+    plan = backend.generate("What next?", [], Plan, module="decompose")
+    assert plan.skill == "grasp with Bearer ***"
+    (tmp_path / "state.json").write_text(json.dumps(plan.model_dump()))
+    assert_no_secret(tmp_path)
+
+
 def test_request_carries_image_and_schema(server: FakeServer, tmp_path: Path) -> None:
     server.script(good())
     backend = make_backend(server, tmp_path)

@@ -329,6 +329,7 @@ class Backend(ABC):
                     raise VLMError(
                         f"{self.name} call for module {module!r} failed: {message}"
                     ) from None
+                raw = self._redact(raw)  # an answer that echoes a key neither parses nor logs it
                 self.calls += 1
                 self.total_usage = self.total_usage + usage
             latency = time.perf_counter() - start
