@@ -125,6 +125,7 @@ from gameon.experimenter.skills import (
     promote_all,
     promote_by_rate,
 )
+from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, mark_abandoned, read_entries
 from gameon.experimenter.vlm.factory import DEFAULT_MODELS, FREE_BACKENDS, PRICES_TOML, prices
 from gameon.integrity import (
     BadFile,
@@ -212,6 +213,9 @@ class CollectState(StrictModel):
     wall_seconds: float
     files: dict[str, str] | None = None
     """sha256 by path relative to the run folder (None in states made before hashes)"""
+    transcript_entries: int | None = None
+    """calls in transcript.jsonl at this commit: a resumed run marks those after them as
+    abandoned, so a replay skips them (None in states made before this count)"""
 
     def write(self, path: Path) -> None:
         """Write the state atomically as indented JSON."""
@@ -955,7 +959,7 @@ def training_of(config: LoopConfig, state: CollectState, run_dir: Path) -> Train
 
     summary = (run_dir / state.policy).parent / "summary.json"
     learner_args = json.loads(summary.read_text()).get("args") if summary.is_file() else None
-    transcript = run_dir / "transcript.jsonl"
+    transcript = run_dir / TRANSCRIPT_FILE
     return Training(
         config=asdict(config),
         learner_args=learner_args,
@@ -1119,6 +1123,9 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
         contextlib.closing(curriculum),
     ):
         remove_uncommitted(run_dir, state)
+        committed_calls = 0 if state is None else state.transcript_entries
+        if committed_calls is not None:
+            mark_abandoned(run_dir, committed_calls)
         if not finished(config, state):  # a record of fewer iterations than now asked for
             (run_dir / RECORD_FILE).unlink(missing_ok=True)
         done = 0 if state is None else state.iteration + 1
@@ -1138,6 +1145,7 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
                 on_episode=lambda _: bar.advance(episodes),
             )
             new.files = file_hashes(run_dir, new)
+            new.transcript_entries = len(read_entries(run_dir / TRANSCRIPT_FILE))
             commit(run_dir, new, state)
             state = new
             plot_curves(state, run_dir / "curves.png")

@@ -21,6 +21,7 @@ from gameon.experimenter.vlm import (
     redact,
     request_hash,
 )
+from gameon.experimenter.vlm.backend import mark_abandoned
 
 FAKE_KEY = "sk-test-SECRET-123"
 KNOWN_SKILLS = {"reach", "grasp", "lift"}
@@ -298,6 +299,26 @@ def test_replay_reproduces_recorded_run(tmp_path: Path) -> None:
     with pytest.raises(VLMError, match="module 'decompose'"):
         replay.generate("First", [image()], Plan, module="decompose")  # answers used up
     assert_no_secret(tmp_path)
+
+
+def test_a_replay_skips_the_answers_of_an_iteration_a_kill_abandoned(tmp_path: Path) -> None:
+    """A resumed run asks again what its killed iteration asked: the replay must give the answers
+    the run went on with, not the abandoned ones, though both have the same request hash."""
+    srv = FakeServer()
+    srv.script(good("reach", 1), good("lift", 2), good("lift", 3))
+    backend = make_backend(srv, tmp_path)
+    backend.generate("Committed", [], Plan, module="analyse")
+    backend.generate("Again", [], Plan, module="propose")  # then the run is killed
+    mark_abandoned(tmp_path, committed=1)  # the resumed run, before its first call
+    mark_abandoned(tmp_path, committed=2)  # nothing after the committed calls: no note
+    backend.generate("Again", [], Plan, module="propose")
+    srv.close()
+    assert len(Transcript(tmp_path).entries()) == 3  # every attempt stays (it was billed)
+    replay = ReplayBackend(tmp_path)
+    assert replay.generate("Committed", [], Plan, module="analyse").steps == 1
+    assert replay.generate("Again", [], Plan, module="propose").steps == 3
+    with pytest.raises(VLMError, match="module 'propose'"):
+        replay.generate("Again", [], Plan, module="propose")
 
 
 def test_an_entry_written_after_a_torn_line_is_kept_and_replayed(tmp_path: Path) -> None:

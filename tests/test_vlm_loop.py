@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import threading
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,7 @@ from gameon.experimenter.curriculum import task_set  # noqa: E402
 from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
 from gameon.experimenter.skills import LearnedExecutor, ScriptedExecutor, default_library  # noqa: E402
 from gameon.experimenter.vlm import RulesBackend, Transcript  # noqa: E402
+from gameon.experimenter.vlm.backend import replayable_entries  # noqa: E402
 from gameon.experimenter.vlm.collect import (  # noqa: E402
     PlannedEmbodiment,
     add_verified_skill,
@@ -110,6 +112,25 @@ def test_replay_reproduces_the_decisions_and_the_record(
     assert [e["parsed"] for e in Transcript(tmp_path).entries()] == [
         e["parsed"] for e in Transcript(run_dir).entries()
     ]
+
+
+def test_a_resumed_run_marks_the_calls_of_its_abandoned_iteration(
+    rules_run: tuple[Path, RunRecord], tmp_path: Path
+) -> None:
+    run_dir, _ = rules_run
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run_dir, resumed)
+    committed = json.loads((resumed / "state.json").read_text())["transcript_entries"]
+    assert committed == len(Transcript(run_dir).entries())
+    transcript = resumed / "transcript.jsonl"
+    with open(transcript, "a") as f:  # a call of an iteration 3 that a kill ended
+        f.write(transcript.read_text().splitlines()[-1] + "\n")
+    run_experiment(replace(TINY_VLM, iterations=3), resumed, progress=False)
+    notes = [e for e in map(json.loads, transcript.read_text().splitlines()) if "kind" in e]
+    assert notes == [{"kind": "resume", "abandoned": [committed, committed + 1]}]
+    state = json.loads((resumed / "state.json").read_text())
+    assert state["transcript_entries"] == len(Transcript(resumed).entries())
+    assert len(replayable_entries(transcript)) == state["transcript_entries"] - 1
 
 
 def test_gemini_without_a_key_is_refused_naming_the_variables(

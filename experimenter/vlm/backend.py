@@ -110,13 +110,16 @@ def request_hash(
     return sha256_hex(canonical.encode("utf-8"))
 
 
+TRANSCRIPT_FILE = "transcript.jsonl"
+
+
 class Transcript:
     """Append-only JSONL record of every VLM call, with images stored once by hash."""
 
     def __init__(self, run_dir: str | Path, secrets: Sequence[str] = ()) -> None:
         """Open (create) run_dir/transcript.jsonl; secrets are scrubbed from every string."""
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / "transcript.jsonl"
+        self.path = self.run_dir / TRANSCRIPT_FILE
         self.images_dir = self.run_dir / "images"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._secrets: list[str] = [s for s in secrets if s]
@@ -167,9 +170,13 @@ class Transcript:
         return total
 
 
-def read_entries(path: str | Path) -> list[dict[str, Any]]:
-    """The entries of a transcript.jsonl; a line torn by a kill mid-write is skipped, not fatal."""
-    path = Path(path)
+RESUME_KIND = "resume"
+"""The `kind` of a transcript line that is not a call: a resumed run's note that the calls from
+index `abandoned[0]` to `abandoned[1]` were made by an iteration whose state was never committed."""
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """Every JSON object line of a transcript; a line torn by a kill mid-write is skipped."""
     if not path.exists():
         return []
     out = []
@@ -183,6 +190,33 @@ def read_entries(path: str | Path) -> list[dict[str, Any]]:
         if isinstance(entry, dict):
             out.append(entry)
     return out
+
+
+def read_entries(path: str | Path) -> list[dict[str, Any]]:
+    """The calls of a transcript.jsonl, every attempt of the run (abandoned ones too: they were
+    billed); a line torn by a kill mid-write is skipped, not fatal."""
+    return [entry for entry in _lines(Path(path)) if entry.get("kind") != RESUME_KIND]
+
+
+def replayable_entries(path: str | Path) -> list[dict[str, Any]]:
+    """The calls whose answers the run went on with: `read_entries` without those of iterations
+    that a kill abandoned and the resumed run made again (see `mark_abandoned`)."""
+    lines = _lines(Path(path))
+    abandoned = set()
+    for entry in lines:
+        if entry.get("kind") == RESUME_KIND:
+            abandoned.update(range(*entry["abandoned"]))
+    calls = [entry for entry in lines if entry.get("kind") != RESUME_KIND]
+    return [entry for index, entry in enumerate(calls) if index not in abandoned]
+
+
+def mark_abandoned(run_dir: str | Path, committed: int) -> None:
+    """Note in run_dir's transcript that its calls from index `committed` on belong to an
+    iteration that was never committed (a resumed run makes them again), if there are any."""
+    transcript = Transcript(run_dir)
+    found = len(transcript.entries()) if transcript.path.exists() else 0
+    if found > committed:
+        transcript.append({"kind": RESUME_KIND, "abandoned": [committed, found]})
 
 
 def _ends_mid_line(path: Path) -> bool:

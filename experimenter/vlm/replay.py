@@ -22,7 +22,7 @@ from gameon.experimenter.vlm.backend import (
     Usage,
     VLMError,
     entry_usage,
-    read_entries,
+    replayable_entries,
 )
 
 log = logging.getLogger(__name__)
@@ -38,13 +38,14 @@ class ReplayBackend(Backend):
         max_reasks: int = 2,
     ) -> None:
         """Load transcript_path (a transcript.jsonl, or the run dir holding one); a line torn
-        by a kill mid-write is skipped, as `Transcript.entries()` does."""
+        by a kill mid-write is skipped, as `Transcript.entries()` does, and so are the calls of
+        an iteration that a kill abandoned (the resumed run's answers are the ones it used)."""
         path = Path(transcript_path)
         if path.is_dir():
             path = path / "transcript.jsonl"
         if not path.exists():
             raise FileNotFoundError(f"no transcript at {path}")
-        entries = read_entries(path)
+        entries = replayable_entries(path)
         first: dict[str, Any] = entries[0] if entries else {}
         super().__init__(
             "replay", str(first.get("model", "")), transcript, max_reasks=max_reasks, cache=False
