@@ -7,7 +7,10 @@ A learning-progress curriculum over the same tasks hears every outcome in the ba
 learner's attempts and, through `update_evaluation`, its evaluation episodes; `group="skill"`
 keeps its progress per skill, as the collect loop wants): when the model fails for good
 (invalid answers after re-asks, HTTP errors, timeouts, rate limits) its choices are used until
-the next consultation, and the fallback is counted. A run never stops because of the model.
+the next consultation, and the fallback is counted. A request that got no answer at all (the
+server down, timed out or refusing) also makes every later call of that consultation (plans,
+analysis, skills) fall back unsent, so a dead server costs one timeout per consultation, not one
+per call. A run never stops because of the model.
 
 `usage()` totals the calls, tokens, estimated cost and fallbacks with the keys of
 `gameon.records.VLMUsage`; results are labelled `vlm[rules]`, `vlm[replay]` or
@@ -50,6 +53,7 @@ from gameon.experimenter.vlm.backend import (
     Transcript,
     Usage,
     VLMError,
+    VLMUnreachable,
 )
 from gameon.experimenter.vlm.factory import cost_usd, make_backend, usd, vlm_label
 
@@ -148,6 +152,9 @@ class VLMCurriculum(Curriculum):
         self.since = 0
         self.consults = 0
         self.fallbacks = 0
+        self.unreachable = False
+        """a request got no answer since the last consultation: calls fall back unsent until the
+        next one, so a dead server costs one timeout per consultation, not one per call"""
         self.capped_calls = 0
         self.max_cost = None if max_cost is None else float(max_cost)
         self._base_spent = 0.0
@@ -253,10 +260,22 @@ class VLMCurriculum(Curriculum):
         if reason is not None:
             self.fall_back_capped(module, reason)
             return None
+        if self.unreachable:
+            self.fallbacks += 1
+            return None
         try:
             return call()
         except CostCapReached as error:
             self.fall_back_capped(module, str(error))
+            return None
+        except VLMUnreachable as error:
+            self.fallbacks += 1
+            self.unreachable = True
+            log.warning(
+                "vlm %s failed, falling back: %s; no further request until the next consultation",
+                module,
+                error,
+            )
             return None
         except VLMError as error:
             self.fallbacks += 1
@@ -303,6 +322,7 @@ class VLMCurriculum(Curriculum):
         image = None if self.camera is None else self.camera(seed)
         self.consults += 1
         self.since = 0
+        self.unreachable = False
         answer = self.ask(
             "propose",
             lambda: modules.propose_tasks(

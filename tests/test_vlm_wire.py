@@ -263,6 +263,9 @@ def test_500s_until_the_retry_limit_fall_back_to_lp(
     assert vlm.usage()["fallbacks"] == 1 and vlm.usage()["calls"] == 0
     (entry,) = Transcript(tmp_path).entries()
     assert entry["raw_response"] is None and "500" in entry["error"]
+    # until then the server is not asked again: a dead server costs one timeout a consultation
+    assert vlm.plan("pick up the red block", COLOURS).steps is None
+    assert len(provider.server.requests) == 3 and vlm.usage()["fallbacks"] == 2
     # the next consultation (interval 5) asks again and recovers
     provider.server.script(provider.reply(proposal(GOOD_TASKS)))
     picks = [vlm.propose() for _ in range(3)]

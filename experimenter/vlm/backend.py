@@ -30,6 +30,11 @@ class VLMError(Exception):
     """A VLM call that failed for good (after retries and re-asks)."""
 
 
+class VLMUnreachable(VLMError):
+    """A request that got no answer after the client's retries (connection refused, timeout,
+    HTTP errors): the caller stops asking until its next consultation."""
+
+
 class CostCapReached(VLMError):
     """A request not sent because the run's spending cap is reached (the caller falls back)."""
 
@@ -360,7 +365,7 @@ class Backend(ABC):
                     )
                     if isinstance(exc, VLMError):
                         raise
-                    raise VLMError(
+                    raise VLMUnreachable(
                         f"{self.name} call for module {module!r} failed: {message}"
                     ) from None
                 raw = self._redact(raw)  # an answer that echoes a key neither parses nor logs it

@@ -21,6 +21,7 @@ from gameon.experimenter.vlm.backend import (
     Transcript,
     Usage,
     VLMError,
+    VLMUnreachable,
     entry_usage,
     replayable_entries,
 )
@@ -91,5 +92,7 @@ class ReplayBackend(Backend):
             self._used[index] = True
             entry = self._entries[index]
         if entry.get("raw_response") is None:
-            raise VLMError(f"replay: recorded failure for module {module!r}: {entry.get('error')}")
+            raise VLMUnreachable(
+                f"replay: recorded failure for module {module!r}: {entry.get('error')}"
+            )
         return str(entry["raw_response"]), entry_usage(entry)
