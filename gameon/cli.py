@@ -345,6 +345,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         print(line, file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        if command_name(arguments) != "experiment":
+            raise
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

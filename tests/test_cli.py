@@ -366,3 +366,19 @@ def test_learner_help_names_the_program(learner: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: python -m {module} [-h]")
+
+
+def test_an_interrupted_experiment_says_how_to_resume_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("torch")
+    import gameon.cli
+
+    def interrupted(args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gameon.cli, "experiment", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["experiment", "--run-dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "interrupted: run the same command again to resume\n"
