@@ -30,8 +30,7 @@ import tyro
 
 from gameon.baselines.datasets import (
     check_compatible,
-    check_dataset_id,
-    dataset_dir,
+    check_dataset_exists,
     default_datasets_path,
     load,
     write_json,
@@ -558,13 +557,7 @@ def check_offline_args(args: Any) -> None:
             raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
     if args.env_id is not None:
         check_env_id(args.env_id)
-    check_dataset_id(args.dataset_id)
-    if not dataset_dir(args.dataset_id, args.datasets_path).is_dir():
-        root = Path(args.datasets_path or default_datasets_path()).resolve()
-        raise ValueError(
-            f"dataset_id {args.dataset_id!r} is not under datasets_path {root}; write it with "
-            "`python -m gameon.baselines.datasets`"
-        )
+    check_dataset_exists(args.dataset_id, args.datasets_path)
 
 
 @dataclass

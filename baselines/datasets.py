@@ -205,6 +205,17 @@ def dataset_dir(dataset_id: str, datasets_path: str | Path | None = None) -> Pat
     return Path(datasets_path or default_datasets_path()).resolve() / dataset_id
 
 
+def check_dataset_exists(dataset_id: str, datasets_path: str | Path | None = None) -> None:
+    """Raise ValueError, creating nothing, unless the dataset's folder is there."""
+    check_dataset_id(dataset_id)
+    root = Path(datasets_path or default_datasets_path()).resolve()
+    if not (root / dataset_id).is_dir():
+        raise ValueError(
+            f"dataset_id {dataset_id!r} is not under datasets_path {root}; write it with "
+            "`python -m gameon.baselines.datasets`"
+        )
+
+
 def write_json(path: Path, payload: dict) -> None:
     """Write JSON atomically and durably (gameon.atomic: a synced temporary file, a rename)."""
     atomic_write(path, json.dumps(payload, indent=2) + "\n")
