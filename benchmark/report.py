@@ -689,7 +689,7 @@ def _controls_lines(
         key = (check["protocol"], check["learner"], check["env_id"])
         positive, negative = seeds.get((*key, POSITIVE), 0), seeds.get((*key, NEGATIVE), 0)
         if check["separated"] is None:
-            verdict = f"not judged: no intervals with {_seeds_text(min(positive, negative))}"
+            verdict = f"not judged: no intervals with {_seeds_text(check['runs'])}"
         elif check["separated"]:
             verdict = "separated"
         else:

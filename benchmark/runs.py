@@ -81,8 +81,9 @@ def online_record(
     """The run record of an online learner's summary (see baselines.ppo.train)."""
     from gameon.baselines.common import training_env_options
     from gameon.evaluation import SUITE_SEED
+    from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE
 
-    transcript = run_dir / "transcript.jsonl"
+    transcript = run_dir / TRANSCRIPT_FILE
     return build_record(
         run_dir=run_dir,
         run_id=run.run_id,

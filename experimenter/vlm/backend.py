@@ -219,7 +219,7 @@ def mark_abandoned(run_dir: str | Path, committed: int) -> None:
     """Note in run_dir's transcript that its calls from index `committed` on belong to an
     iteration that was never committed (a resumed run makes them again), if there are any."""
     transcript = Transcript(run_dir)
-    found = len(transcript.entries()) if transcript.path.exists() else 0
+    found = len(transcript.entries())
     if found > committed:
         transcript.append({"kind": RESUME_KIND, "abandoned": [committed, found]})
 

@@ -36,6 +36,7 @@ from gameon.experimenter.skills import (
     as_instruction,
     promote_by_rate,
 )
+from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE
 from gameon.experimenter.vlm_curriculum import VLMCurriculum
 
 
@@ -226,5 +227,5 @@ def verify_coded(
         "success_rate": successes / len(outcomes) if outcomes else 0.0,
         "outcomes": outcomes,
         "rejections": list(executor.rejections[:3]),
-        "transcript": "transcript.jsonl",
+        "transcript": TRANSCRIPT_FILE,
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from gameon.experimenter.vlm.backend import Backend, Transcript, Usage
+from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, Backend, Transcript, Usage
 
 try:
     import tomllib
@@ -60,7 +60,7 @@ def make_backend(
         from gameon.experimenter.vlm.replay import ReplayBackend
 
         path = Path(replay_path)
-        if not (path / "transcript.jsonl" if path.is_dir() else path).is_file():
+        if not (path / TRANSCRIPT_FILE if path.is_dir() else path).is_file():
             raise ValueError(f"no transcript to replay at {path}")
         return ReplayBackend(path, transcript, max_reasks=max_reasks)
     if name == "gemini":

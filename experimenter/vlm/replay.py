@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gameon.experimenter.vlm.backend import (
+    TRANSCRIPT_FILE,
     Backend,
     Transcript,
     Usage,
@@ -43,7 +44,7 @@ class ReplayBackend(Backend):
         an iteration that a kill abandoned (the resumed run's answers are the ones it used)."""
         path = Path(transcript_path)
         if path.is_dir():
-            path = path / "transcript.jsonl"
+            path = path / TRANSCRIPT_FILE
         if not path.exists():
             raise FileNotFoundError(f"no transcript at {path}")
         entries = replayable_entries(path)
