@@ -29,8 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from gameon.baselines import common
-from gameon.baselines.datasets import chunk_indices, observation_normalizer
-from gameon.policy import ChunkedActor, warm_start
+from gameon.baselines.datasets import chunk_indices
 
 ALGO = "bc"
 
@@ -52,17 +51,7 @@ def train(args: Args) -> dict:
     common.check_offline_args(args)
     run = common.start_offline_run(ALGO, args, success_only=args.success_only)
     data, device, writer = run.data, run.device, run.writer
-    actor = ChunkedActor(
-        data.obs_size,
-        data.action_size,
-        args.hidden,
-        chunk_length=args.chunk_length,
-        binary_gripper=args.binary_gripper,
-        ensemble_decay=args.ensemble_decay,
-    ).to(device)
-    normalizer = observation_normalizer(data)
-    if args.init_checkpoint is not None:
-        normalizer = warm_start(actor, args.init_checkpoint)
+    actor, normalizer = run.actor, run.normalizer
     observations = torch.as_tensor(normalizer(data.observations), device=device)
     actions = torch.as_tensor(data.actions, device=device)
     # chunk targets: rows t .. t + chunk_length - 1 of t's segment, masked past its end
@@ -128,4 +117,4 @@ def train(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    train(common.parse_cli(Args, "python -m gameon.baselines.bc", common.check_offline_args))
+    common.run_cli(train, Args, "python -m gameon.baselines.bc", common.check_offline_args)

@@ -2,7 +2,8 @@
 online learners (`OnlineArgs`) and of the offline ones (`OfflineArgs`), seeding, the run as it
 starts (run folder, TensorBoard, curriculum and envs or dataset) and ends (evaluation,
 checkpoint, summary), the training curriculum and env options of the online learners, and the
-command line (`parse_cli`: a setting the checks refuse is one line and exit 2, before training).
+command line (`run_cli`: a setting the checks refuse, or inputs that do not fit, are one line and
+exit 2, before anything is written).
 
 One file per algorithm stays readable top to bottom with its algorithm in view: its Args add the
 algorithm's fields to the shared ones, and only the plumbing around run folders, evaluation and
@@ -33,6 +34,7 @@ from gameon.baselines.datasets import (
     check_dataset_exists,
     default_datasets_path,
     load,
+    observation_normalizer,
     write_json,
 )
 from gameon.envs.language import parse
@@ -61,6 +63,7 @@ from gameon.policy import (
     check_env_id,
     make_policy,
     save_checkpoint,
+    warm_start,
 )
 
 if TYPE_CHECKING:
@@ -563,8 +566,8 @@ def check_offline_args(args: Any) -> None:
 @dataclass
 class OfflineRun:
     """An offline learner's run once started: its dataset, the env it is evaluated on, the
-    device, folder and TensorBoard writer; it evaluates the actor (`evaluate`) and writes the
-    checkpoint, eval.json and summary at the end (`finish`)."""
+    device, folder and TensorBoard writer, the actor and its normaliser; it evaluates the actor
+    (`evaluate`) and writes the checkpoint, eval.json and summary at the end (`finish`)."""
 
     algo: str
     args: Any
@@ -573,6 +576,10 @@ class OfflineRun:
     device: torch.device
     run_dir: Path
     writer: SummaryWriter
+    actor: ChunkedActor
+    """on the device; warm-started from the init checkpoint if one was given"""
+    normalizer: Normalizer | None
+    """the dataset's statistics, or the init checkpoint's (which its weights were trained on)"""
     evaluations: list[dict] = field(default_factory=list)
     eval_seconds: float = 0.0
 
@@ -652,31 +659,56 @@ class OfflineRun:
         return summary
 
 
+class RunRefused(ValueError):
+    """The run's inputs do not fit each other (dataset, env, init checkpoint): refused before
+    the run writes anything, and said in one line on the command line (`run_cli`)."""
+
+
 def start_offline_run(algo: str, args: Any, success_only: bool = False) -> OfflineRun:
     """Start an offline learner's run from its checked Args: torch threads and seeds, the device,
     the dataset (only its successful segments with `success_only`) and the env it is evaluated
-    on (their spaces must match), the run folder and TensorBoard with the hyperparameters."""
+    on (their spaces must match), the actor (warm-started from `init_checkpoint` if given) and
+    its normaliser, then the run folder and TensorBoard with the hyperparameters. Inputs that do
+    not fit are a RunRefused before the folder is made."""
     torch.set_num_threads(args.torch_threads)
     seed_everything(args.seed, args.torch_deterministic)
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-
-    data = load(args.dataset_id, args.datasets_path)
-    env_id = args.env_id or data.env_id
-    check_env_id(env_id)
-    env = gym.make(env_id)
-    check_compatible(data, env)
-    env.close()
+    try:
+        data = load(args.dataset_id, args.datasets_path)
+        env_id = args.env_id or data.env_id
+        check_env_id(env_id)
+        env = gym.make(env_id)
+        check_compatible(data, env)
+        env.close()
+        if success_only:
+            data = data.subset(data.segment_success)
+            if data.size == 0:
+                raise ValueError(
+                    f"dataset {args.dataset_id} has no successful segment to learn from; "
+                    "train without --success-only or collect data with successes"
+                )
+        actor = ChunkedActor(
+            data.obs_size,
+            data.action_size,
+            args.hidden,
+            chunk_length=args.chunk_length,
+            binary_gripper=args.binary_gripper,
+            ensemble_decay=args.ensemble_decay,
+        )
+        normalizer = observation_normalizer(data)
+        if args.init_checkpoint is not None:
+            normalizer = warm_start(actor, args.init_checkpoint)
+    except ValueError as error:
+        raise RunRefused(str(error)) from error
 
     timestamp = time.strftime("%Y%m%d-%H%M%S")
     run_name = f"{algo}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
     run_dir = Path(args.run_dir or Path("runs") / run_name)
     run_dir.mkdir(parents=True, exist_ok=True)
     writer = open_writer(run_dir, args)
-    if success_only:
-        data = data.subset(data.segment_success)
-        if data.size == 0:
-            raise ValueError(f"dataset {args.dataset_id} has no successful segment to learn from")
-    return OfflineRun(algo, args, data, env_id, device, run_dir, writer)
+    return OfflineRun(
+        algo, args, data, env_id, device, run_dir, writer, actor.to(device), normalizer
+    )
 
 
 def usage_message(error: ValueError, args_type: type) -> str:
@@ -721,3 +753,19 @@ def parse_cli(args_type: type[ArgsT], prog: str, *checks: Callable[[ArgsT], obje
         print(f"{prog}: error: {usage_message(error, args_type)}", file=sys.stderr)
         raise SystemExit(2) from None
     return args
+
+
+def run_cli(
+    train: Callable[[ArgsT], object],
+    args_type: type[ArgsT],
+    prog: str,
+    *checks: Callable[[ArgsT], object],
+) -> None:
+    """A learner's command line: its Args from `parse_cli`, then `train`; inputs that do not fit
+    each other (RunRefused, before anything is written) end in one line and exit 2."""
+    args = parse_cli(args_type, prog, *checks)
+    try:
+        train(args)
+    except RunRefused as error:
+        print(f"{prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -36,8 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gameon.baselines import common
-from gameon.baselines.datasets import chunk_indices, observation_normalizer
-from gameon.policy import ChunkedActor, warm_start
+from gameon.baselines.datasets import chunk_indices
 
 ALGO = "iql"
 
@@ -112,17 +111,7 @@ def train(args: Args) -> dict:
     check_args(args)
     run = common.start_offline_run(ALGO, args)
     data, device, writer = run.data, run.device, run.writer
-    actor = ChunkedActor(
-        data.obs_size,
-        data.action_size,
-        args.hidden,
-        chunk_length=args.chunk_length,
-        binary_gripper=args.binary_gripper,
-        ensemble_decay=args.ensemble_decay,
-    ).to(device)
-    normalizer = observation_normalizer(data)
-    if args.init_checkpoint is not None:  # the actor continues; critics and value start afresh
-        normalizer = warm_start(actor, args.init_checkpoint)
+    actor, normalizer = run.actor, run.normalizer  # critics and value always start afresh
     observations = torch.as_tensor(normalizer(data.observations), device=device)
     next_observations = torch.as_tensor(normalizer(data.next_observations), device=device)
     actions = torch.as_tensor(data.actions, device=device)
@@ -227,4 +216,4 @@ def train(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    train(common.parse_cli(Args, "python -m gameon.baselines.iql", check_args))
+    common.run_cli(train, Args, "python -m gameon.baselines.iql", check_args)

@@ -53,7 +53,7 @@ from gameon.baselines.common import (
     SkillTally,
     check_online_args,
     make_training_curriculum,
-    parse_cli,
+    run_cli,
     start_online_run,
 )
 from gameon.evaluation import EvalReport
@@ -411,4 +411,4 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
 
 
 if __name__ == "__main__":
-    train(parse_cli(Args, "python -m gameon.baselines.ppo", check_args, make_training_curriculum))
+    run_cli(train, Args, "python -m gameon.baselines.ppo", check_args, make_training_curriculum)

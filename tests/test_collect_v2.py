@@ -296,6 +296,7 @@ def test_bc_warm_start_continues_from_the_checkpoint_and_keeps_its_normaliser(
                 run_dir=str(tmp_path / "bad"),
             )
         )
+    assert not (tmp_path / "bad").exists()  # refused before the run folder is made
 
 
 def test_verify_compares_a_v2_claim_with_its_target_evaluations_not_the_final_one(

@@ -1,6 +1,6 @@
 """The learners' command lines (`python -m gameon.baselines.ppo|sac|bc|iql|datasets`): a bad
-setting is one line naming its option and exit 2, an error during training keeps its traceback,
-and --help names the program and what --curriculum accepts."""
+setting is one line naming its option and exit 2, as are inputs that do not fit each other
+(before any run folder is made), and --help names the program and what --curriculum accepts."""
 
 from __future__ import annotations
 
@@ -100,13 +100,20 @@ def test_usage_message_adds_only_the_options_of_named_fields() -> None:
     )
 
 
-def test_an_error_after_the_checks_keeps_its_traceback(root: Path, tmp_path: Path) -> None:
+def test_inputs_that_do_not_fit_are_one_line_and_leave_no_run_folder(
+    root: Path, tmp_path: Path
+) -> None:
+    """Refused once the dataset is read (here: --success-only on data without a success), before
+    the run folder is made."""
     result = run(
         "bc", "--dataset-id", FAILED, "--datasets-path", str(root), "--success-only", cwd=tmp_path
     )
-    assert result.returncode == 1
-    assert "Traceback" in result.stderr
-    assert f"ValueError: dataset {FAILED} has no successful segment" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(
+        f"python -m gameon.baselines.bc: error: dataset {FAILED} has no successful segment"
+    )
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("module", ["ppo", "sac"])
