@@ -1,7 +1,8 @@
 """A vector env whose worker processes each step a slice of the envs, trading through shared memory.
 
 `gameon.envs.make_vec("GameOn/Stack-v0", num_envs=8, workers=2)` is `gym.make_vec(...)` with this
-vector env in place of gymnasium's SyncVectorEnv or AsyncVectorEnv. Why: AsyncVectorEnv runs one
+vector env in place of gymnasium's SyncVectorEnv or AsyncVectorEnv; use it in a `with` block, or
+call `close()`, so its workers end. Why: AsyncVectorEnv runs one
 process per env and every step pickles each env's action and info dict through a pipe, which
 costs about half a GameOn step. Here actions, observations, rewards, terminations and
 truncations live in shared memory, a step is one byte to each worker and an empty reply back,
@@ -469,6 +470,14 @@ class SharedMemoryVectorEnv(VectorEnv):
                 worker.process.join()
             worker.conn.close()
         self.workers = []
+
+    def __enter__(self) -> SharedMemoryVectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """`with make_vec(...) as envs:` closes the envs and ends the workers however the block
+        ends."""
+        self.close()
 
     def __del__(self) -> None:
         if not getattr(self, "closed", True) and (

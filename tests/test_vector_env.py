@@ -196,6 +196,16 @@ def test_close_ends_the_workers_and_leaves_nothing_in_dev_shm() -> None:
         envs.step(random_actions(1, 3)[0])
 
 
+def test_a_with_block_ends_the_workers_even_when_it_raises() -> None:
+    with pytest.raises(KeyError), make_vec(ENV_ID, 2, workers=2) as envs:
+        envs.reset(seed=0)
+        pids = [worker.process.pid for worker in envs.workers]
+        raise KeyError("the experiment's own bug")
+    assert envs.closed
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}/status"), f"worker {pid} outlived the with block"
+
+
 class ExitOnStep(gym.Wrapper):
     """Ends its process at once, as a crash in native code would, on its `at`-th step."""
 
