@@ -55,6 +55,7 @@ from gameon.experimenter.curriculum import (
     vlm_usage,
 )
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
+from gameon.experimenter.vlm.factory import check_transport
 from gameon.policy import (
     Actor,
     ChunkedActor,
@@ -111,6 +112,11 @@ class OnlineArgs:
     """vlm curriculum: the model (default gemini-2.5-flash for gemini, gpt-4o-mini for openai)"""
     vlm_base_url: str | None = None
     """vlm curriculum: server URL, e.g. http://localhost:11434/v1 for Ollama (openai backend)"""
+    vlm_timeout: float | None = None
+    """vlm curriculum, gemini and openai: seconds a request may take before it is retried (None:
+    30)"""
+    vlm_retries: int | None = None
+    """vlm curriculum, gemini and openai: retries of a request that failed in transport (None: 3)"""
     vlm_replay: str | None = None
     """vlm curriculum, replay backend: the transcript.jsonl (or run folder) to replay"""
     vlm_interval: int = 100
@@ -334,6 +340,8 @@ def make_training_curriculum(args: Any, run_dir: Path | None = None) -> Curricul
         "backend": args.vlm_backend,
         "model": args.vlm_model,
         "base_url": args.vlm_base_url,
+        "timeout": args.vlm_timeout,
+        "retries": args.vlm_retries,
         "replay_path": args.vlm_replay,
         "transcript": run_dir,
         "interval": args.vlm_interval,
@@ -387,7 +395,14 @@ CURRICULUM_TASKS = ("all", "targets")
 
 def check_curriculum_args(args: Any) -> None:
     """Reject curriculum settings of an online learner's Args that cannot work together."""
-    settings = ("vlm_model", "vlm_base_url", "vlm_replay", "hand_curriculum")
+    settings = (
+        "vlm_model",
+        "vlm_base_url",
+        "vlm_timeout",
+        "vlm_retries",
+        "vlm_replay",
+        "hand_curriculum",
+    )
     check_curriculum_settings(args.curriculum, {name: getattr(args, name) for name in settings})
     if args.curriculum_tasks not in CURRICULUM_TASKS:
         raise ValueError(
@@ -395,6 +410,7 @@ def check_curriculum_args(args: Any) -> None:
         )
     if args.vlm_interval < 1:
         raise ValueError(f"vlm_interval must be >= 1 episodes, got {args.vlm_interval}")
+    check_transport(args.vlm_backend, args.vlm_timeout, args.vlm_retries)
 
 
 def open_writer(run_dir: Path, args: Any) -> SummaryWriter:

@@ -336,6 +336,8 @@ def _vlm_rerun(record: RunRecord, record_dir: Path, config: Any, notes: list[str
             vlm_replay=str(transcript),
             vlm_model=None,
             vlm_base_url=None,
+            vlm_timeout=None,
+            vlm_retries=None,
         )
     missing = (
         f"the board keeps no VLM transcript of this run ({transcript} is missing: entries "

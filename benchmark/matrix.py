@@ -57,7 +57,7 @@ from pydantic import (
 from gameon.envs import ENV_IDS
 from gameon.experimenter.curricula import CURRICULA
 from gameon.experimenter.loop import LEARNERS as COLLECT_LEARNERS
-from gameon.experimenter.vlm.factory import BACKENDS, vlm_label
+from gameon.experimenter.vlm.factory import BACKENDS, FREE_BACKENDS, vlm_label
 
 try:
     import tomllib
@@ -392,6 +392,10 @@ def _curricula(tables: list[Any], where: str, notes: list[str]) -> tuple[Curricu
         if table.name == "vlm" and table.backend == "auto":
             options["backend"], reason = resolve_vlm_backend()
             notes.append(f"vlm backend auto -> {options['backend']}: {reason}")
+            if options["backend"] in FREE_BACKENDS:  # it sends no requests to time or retry
+                unused = ("timeout", "retries")
+                if dropped := [key for key in unused if options.pop(key, None) is not None]:
+                    notes.append(f"vlm {' and '.join(dropped)} unused: {options['backend']}")
         curricula.append(CurriculumSpec(table.name, options))
     slugs = [c.slug for c in curricula]
     if len(set(slugs)) != len(slugs):

@@ -126,7 +126,13 @@ from gameon.experimenter.skills import (
     promote_by_rate,
 )
 from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, mark_abandoned, read_entries
-from gameon.experimenter.vlm.factory import DEFAULT_MODELS, FREE_BACKENDS, PRICES_TOML, prices
+from gameon.experimenter.vlm.factory import (
+    DEFAULT_MODELS,
+    FREE_BACKENDS,
+    PRICES_TOML,
+    check_transport,
+    prices,
+)
 from gameon.integrity import (
     BadFile,
     check_checkpoint,
@@ -284,6 +290,11 @@ class LoopConfig:
     """vlm curriculum: the model (default gemini-2.5-flash for gemini, gpt-4o-mini for openai)"""
     vlm_base_url: str | None = None
     """vlm curriculum: server URL, e.g. http://localhost:11434/v1 for Ollama (openai backend)"""
+    vlm_timeout: float | None = None
+    """vlm curriculum, gemini and openai: seconds a request may take before it is retried (None:
+    30; a local server on a small GPU may need minutes)"""
+    vlm_retries: int | None = None
+    """vlm curriculum, gemini and openai: retries of a request that failed in transport (None: 3)"""
     vlm_replay: str | None = None
     """vlm curriculum, replay backend: the transcript.jsonl (or run folder) to replay"""
     vlm_proposal_size: int = 4
@@ -353,6 +364,8 @@ class LoopConfig:
                 for name in (
                     "vlm_model",
                     "vlm_base_url",
+                    "vlm_timeout",
+                    "vlm_retries",
                     "vlm_replay",
                     "vlm_code_skills",
                     "vlm_max_cost",
@@ -362,6 +375,7 @@ class LoopConfig:
         for name in ("vlm_proposal_size", "vlm_verify_trials"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_transport(self.vlm_backend, self.vlm_timeout, self.vlm_retries)
         check_max_cost(self.vlm_max_cost, self.curriculum, self.vlm_backend, self.vlm_model)
         make_loop_curriculum(self)  # e.g. hand's stages need a practice env that has them;
         # the vlm backend needs its key (gemini) or transcript (replay)
@@ -440,6 +454,8 @@ def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Cur
         "backend": config.vlm_backend,
         "model": config.vlm_model,
         "base_url": config.vlm_base_url,
+        "timeout": config.vlm_timeout,
+        "retries": config.vlm_retries,
         "replay_path": config.vlm_replay,
         "transcript": run_dir,
         "interval": None,

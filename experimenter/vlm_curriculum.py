@@ -101,6 +101,8 @@ class VLMCurriculum(Curriculum):
         "vlm_backend",
         "vlm_model",
         "vlm_base_url",
+        "vlm_timeout",
+        "vlm_retries",
         "vlm_replay",
         "vlm_interval",
         "vlm_proposal_size",
@@ -540,22 +542,30 @@ def make_vlm_curriculum(
     transcript: Transcript | str | Path | None = None,
     replay_path: str | Path | None = None,
     camera_env_id: str | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
     **options: Any,
 ) -> VLMCurriculum:
     """A vlm curriculum over `tasks` with a backend given by name (see make_backend) or built.
 
     `transcript` is a Transcript or the run folder to write `transcript.jsonl` in (None: no
     transcript); `camera_env_id` renders the scene image from that env's front camera unless a
-    `camera` is given. Other options go to VLMCurriculum (interval, proposal_size, ...).
+    `camera` is given; `timeout` and `retries` are the backend's requests' (see make_backend).
+    Other options go to VLMCurriculum (interval, proposal_size, ...).
     """
     if tasks is None:
         raise ValueError("the vlm curriculum needs tasks, e.g. task_set(env_id)")
     if transcript is not None and not isinstance(transcript, Transcript):
         transcript = Transcript(transcript)
     if isinstance(backend, str):
-        backend = make_backend(backend, model, base_url, transcript, replay_path)
-    elif model is not None or base_url is not None or replay_path is not None:
-        raise ValueError("model, base_url and replay_path only apply to a backend given by name")
+        backend = make_backend(
+            backend, model, base_url, transcript, replay_path, timeout=timeout, retries=retries
+        )
+    elif any(value is not None for value in (model, base_url, replay_path, timeout, retries)):
+        raise ValueError(
+            "model, base_url, replay_path, timeout and retries only apply to a backend given "
+            "by name"
+        )
     if options.get("camera") is None and camera_env_id is not None:
         options["camera"] = SceneCamera(camera_env_id)
     return VLMCurriculum(tasks, backend, seed, **options)

@@ -186,6 +186,21 @@ def test_vlm_auto_backend_depends_on_the_key(monkeypatch):
     assert "not-a-real-key" not in json.dumps([r.to_dict() for r in expand(parse_spec(tiny()))])
 
 
+
+def test_vlm_timeout_and_retries_reach_the_config_and_are_dropped_when_auto_means_rules(
+    monkeypatch,
+):
+    for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    transport = {"name": "vlm", "timeout": 120, "retries": 5}
+    local = {**transport, "backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
+    config = run_config(expand(parse_spec(tiny(curricula=[local])))[0])
+    assert (config.vlm_timeout, config.vlm_retries) == (120, 5)
+    spec = parse_spec(tiny(curricula=[transport]))
+    assert "vlm timeout and retries unused: rules" in spec.notes
+    config = run_config(expand(spec)[0])
+    assert (config.vlm_backend, config.vlm_timeout, config.vlm_retries) == ("rules", None, None)
+
 def test_a_protocol_can_have_several_sections():
     spec = tiny()
     section = spec.pop("online")

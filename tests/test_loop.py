@@ -18,7 +18,12 @@ pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
 from gameon.baselines.datasets import episode_records  # noqa: E402
-from gameon.experimenter.loop import DATASET_ID, LoopConfig, run_experiment  # noqa: E402
+from gameon.experimenter.loop import (  # noqa: E402
+    DATASET_ID,
+    LoopConfig,
+    load_state,
+    run_experiment,
+)
 from gameon.records import RunRecord, load_record  # noqa: E402
 
 TINY = LoopConfig(
@@ -93,6 +98,19 @@ def test_a_finished_run_resumes_as_a_no_op(tiny_run: tuple[Path, RunRecord]) -> 
     assert again.curve == record.curve and again.evaluation == record.evaluation
     with pytest.raises(ValueError, match="another config"):
         run_experiment(replace(TINY, seed=1), run_dir, progress=False)
+
+
+def test_a_state_written_before_the_vlm_transport_settings_resumes(
+    tiny_run: tuple[Path, RunRecord], tmp_path: Path
+) -> None:
+    run_dir, _ = tiny_run
+    state = json.loads((run_dir / "state.json").read_text())
+    for name in ("vlm_timeout", "vlm_retries"):
+        del state["config"][name]
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    assert load_state(tmp_path, TINY).iteration == TINY.iterations
+    with pytest.raises(ValueError, match=r"\(vlm_timeout differ\)"):
+        load_state(tmp_path, replace(TINY, vlm_timeout=60.0))
 
 
 SCRIPT = """

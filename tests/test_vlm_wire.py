@@ -288,3 +288,40 @@ def test_timeout_falls_back_to_lp(
     (entry,) = Transcript(tmp_path).entries()
     assert "Timeout" in entry["error"]
     assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_a_slow_server_is_waited_for_with_the_timeout_given_by_name(
+    provider: Provider, tmp_path: Path
+) -> None:
+    """`vlm_timeout` reaches the client: an answer 1 s late is a fallback at 0.3 s, used at 5 s."""
+    model = "gpt-4o-mini" if provider.name == "openai" else GEMINI_MODEL
+    url = f"{provider.server.url}/v1" if provider.name == "openai" else provider.server.url
+    for timeout, source in ((0.3, "lp"), (5.0, "vlm")):
+        slow = provider.reply(proposal(GOOD_TASKS))
+        slow.delay_s = 1.0
+        provider.server.script(slow)
+        vlm = make_vlm_curriculum(
+            TASKS,
+            3,
+            backend=provider.name,
+            model=model,
+            base_url=url,
+            transcript=tmp_path / str(timeout),
+            camera=camera,
+            interval=5,
+            timeout=timeout,
+            retries=0,
+        )
+        vlm.propose()
+        assert vlm.source == source, timeout
+
+
+def test_timeout_and_retries_are_checked_and_only_for_backends_that_send_requests() -> None:
+    with pytest.raises(ValueError, match="vlm_timeout must be a number of seconds > 0"):
+        make_backend("openai", "llava", base_url="http://127.0.0.1:9/v1", timeout=0)
+    with pytest.raises(ValueError, match="vlm_retries must be an integer >= 0"):
+        make_backend("openai", "llava", base_url="http://127.0.0.1:9/v1", retries=-1)
+    with pytest.raises(ValueError, match="the rules backend sends no requests: vlm_timeout"):
+        make_backend("rules", timeout=60)
+    with pytest.raises(ValueError, match="only apply to a backend given by name"):
+        make_vlm_curriculum(TASKS, backend=make_backend("rules"), timeout=60)

@@ -16,6 +16,27 @@ BACKENDS = ("rules", "gemini", "openai", "replay")
 DEFAULT_MODELS = {"gemini": "gemini-2.5-flash", "openai": "gpt-4o-mini"}
 PRICES_TOML = Path(__file__).with_name("prices.toml")
 FREE_BACKENDS = ("rules", "replay")
+DEFAULT_TIMEOUT_S = 30.0
+"""Seconds a request to a model server may take before the client gives up on it (and retries)."""
+DEFAULT_RETRIES = 3
+"""Times the client retries a request that failed in transport (timeouts, 429, 5xx)."""
+
+
+def check_transport(backend: str, timeout: float | None, retries: int | None) -> None:
+    """Refuse a request timeout that is not a positive number of seconds, negative retries, or
+    either for a backend that sends no requests (None: the defaults)."""
+    number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+    if timeout is not None and (not number or not timeout > 0):
+        raise ValueError(f"vlm_timeout must be a number of seconds > 0 or None, got {timeout!r}")
+    if retries is not None and (
+        not isinstance(retries, int) or isinstance(retries, bool) or retries < 0
+    ):
+        raise ValueError(f"vlm_retries must be an integer >= 0 or None, got {retries!r}")
+    if backend in FREE_BACKENDS and (timeout is not None or retries is not None):
+        raise ValueError(
+            f"the {backend} backend sends no requests: vlm_timeout and vlm_retries are for "
+            "gemini and openai"
+        )
 
 
 def vlm_label(backend: str, model: str | None = None) -> str:
@@ -32,8 +53,8 @@ def make_backend(
     base_url: str | None = None,
     transcript: Transcript | None = None,
     replay_path: str | Path | None = None,
-    timeout: float = 30.0,
-    retries: int = 3,
+    timeout: float | None = None,
+    retries: int | None = None,
     max_reasks: int = 2,
     api_key_env: str = "OPENAI_API_KEY",
 ) -> Backend:
@@ -41,15 +62,20 @@ def make_backend(
 
     gemini reads its key from GEMINI_API_KEY or GOOGLE_API_KEY; openai from `api_key_env`
     (not needed for a server on this machine, e.g. Ollama at http://localhost:11434/v1);
-    replay needs `replay_path`, a transcript.jsonl or the run folder holding one. Keys are
-    never written anywhere: the transcript scrubs them.
+    replay needs `replay_path`, a transcript.jsonl or the run folder holding one. `timeout`
+    (seconds per request) and `retries` apply to gemini and openai (None: DEFAULT_TIMEOUT_S,
+    DEFAULT_RETRIES; a slow local server may need a longer timeout). Keys are never written
+    anywhere: the transcript scrubs them.
     """
     if name not in BACKENDS:
         raise ValueError(f"unknown VLM backend {name!r}; accepted: {', '.join(BACKENDS)}")
+    check_transport(name, timeout, retries)
     if name != "replay" and replay_path is not None:
         raise ValueError(f"a replay path is only read by the replay backend, not {name!r}")
-    if name in ("rules", "replay") and (model is not None or base_url is not None):
+    if name in FREE_BACKENDS and (model is not None or base_url is not None):
         raise ValueError(f"the {name} backend takes no model or base_url")
+    timeout = DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
+    retries = DEFAULT_RETRIES if retries is None else retries
     if name == "rules":
         from gameon.experimenter.vlm.rules_backend import RulesBackend
 
