@@ -48,7 +48,8 @@ class Expert:
         self.scene: SceneState | None = None
         self.hand_yaw = 0.0
         self._grip = OPEN
-        self._script: Script = iter(())
+        self._script: Script | None = None
+        """None until the first reset(): act() then refuses, rather than hold still"""
 
     def reset(self) -> None:
         """Start the script for the env's current instruction (call after env.reset)."""
@@ -57,6 +58,11 @@ class Expert:
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         """The next action, given the latest observation."""
+        if self._script is None:
+            raise RuntimeError(
+                "call expert.reset() after env.reset() and before act(): it plans the episode's "
+                "instruction"
+            )
         if "state" in observation:
             state = observation["state"]
             self.scene = scene_from_state(state, self.env.colours)

@@ -186,7 +186,6 @@ def test_vlm_auto_backend_depends_on_the_key(monkeypatch):
     assert "not-a-real-key" not in json.dumps([r.to_dict() for r in expand(parse_spec(tiny()))])
 
 
-
 def test_vlm_timeout_and_retries_reach_the_config_and_are_dropped_when_auto_means_rules(
     monkeypatch,
 ):
@@ -200,6 +199,7 @@ def test_vlm_timeout_and_retries_reach_the_config_and_are_dropped_when_auto_mean
     assert "vlm timeout and retries unused: rules" in spec.notes
     config = run_config(expand(spec)[0])
     assert (config.vlm_backend, config.vlm_timeout, config.vlm_retries) == ("rules", None, None)
+
 
 def test_a_protocol_can_have_several_sections():
     spec = tiny()
