@@ -13,13 +13,17 @@ backend), and the evaluation it gets is compared with the claim:
   |claimed - audited| success <= 1.96 * sqrt(2 p (1 - p) / n), p the pooled success rate and n the
   episodes, the 95% bound on the difference of two binomial proportions.
 
-Before any training a record whose seed, learner, curriculum, env or budget contradicts its own
-config is not reproduced. VLM-driven runs are replayed from their own transcript (kept beside the
-record copy by `leaderboard submit` since trust at scale); a run whose board copy has none is
-re-run with its backend if that is the offline rules stand-in, and otherwise cannot be audited,
-which the output says. The result goes into the entry in leaderboard.json (`audit`: audited or
-not, when, the sampled runs, each one's outcome), written atomically under the board's lock, and
-LEADERBOARD.md shows it.
+Before any training a record that contradicts itself (`leaderboard.contradictions`: its seed,
+learner, curriculum, env or budget and its own config, or its env steps and curve and its
+budget; the check a submission passes too) is not reproduced. VLM-driven runs are replayed from
+their own transcript (kept beside the record copy by `leaderboard submit` since trust at scale);
+a run whose board copy has none is re-run with its backend if that is the offline rules
+stand-in, and otherwise cannot be audited, which the output says. The result is appended to the
+entry's `audits` in leaderboard.json (when, the sampled runs, each one's outcome, and the entry's
+verdict with it), written atomically under the board's lock, and LEADERBOARD.md shows the
+verdict. Audits accumulate: a run that failed to reproduce stays on record, and the entry's
+verdict and its "k of n" are over every run ever audited (`leaderboard.audit_standing`), so a
+later audit drawing other runs, or the same run again, never turns a failure into yes.
 
 The re-runs live in WORK/<entry>/<run>-<key>/, the key a hash of the config, the commit, the
 library versions and the machine. Only an unfinished collect re-run there is resumed (an
@@ -28,7 +32,7 @@ re-done (`experimenter.loop`), never trained on; a finished re-run (an earlier a
 online one is cleared and trained again, which the output says. A re-run that fails here (an
 exception, e.g. a full disk or a missing package, as against a result that differs) stops the
 audit with RerunFailed naming the run and the cause, and nothing is written to the board, so an
-entry keeps its previous audit; WORK is checked to be a writable folder before any training.
+entry keeps its previous audits; WORK is checked to be a writable folder before any training.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from gameon.benchmark.leaderboard import (
     BOARD_FILE,
     LOCK_FILE,
     MARKDOWN_FILE,
+    REPRODUCED,
     TRANSCRIPT_FILE,
     Board,
     BoardEntry,
@@ -60,10 +65,14 @@ from gameon.benchmark.leaderboard import (
     EntryAudit,
     RunAudit,
     audit_cell,
+    audit_standing,
+    audit_verdict,
+    contradictions,
     entry_number,
     read_board,
     render_markdown,
     shown_protocol,
+    training_config,
 )
 from gameon.evaluation import SUITE_SEED
 from gameon.records import RANKED_MODE, Evaluation, RunRecord, load_record
@@ -77,7 +86,6 @@ TOLERANCE_RULE = (
 )
 PATH_ARGS = ("datasets_path", "run_dir", "init_checkpoint")
 """Learner Args that name the run's own folders, which an audit's re-run differs in."""
-REPRODUCED = ("reproduced", "within tolerance")
 OFF_BY_DEFAULT = {"vlm_code_skills": False, "vlm_max_cost": None, "coded_skills": None}
 """Config fields added after some records were made whose default turns their feature off, so a
 record without them ran as the default says; any other absent field makes a record unauditable."""
@@ -125,8 +133,9 @@ def audit_entry(
     work_root: str | Path = AUDIT_ROOT,
     say: Callable[[str], None] = print,
 ) -> EntryAudit:
-    """Audit `runs` sampled runs of an entry, write the result into the board, return it;
-    RerunFailed, with nothing written, if a re-run fails here."""
+    """Audit `runs` sampled runs of an entry, append the audit to the entry's audits on the
+    board and return it (its `audited`: the entry's verdict over all its audits); RerunFailed,
+    with nothing written, if a re-run fails here."""
     board_dir, work_root = Path(board_dir), Path(work_root)
     if not (board_dir / BOARD_FILE).is_file():
         raise ValueError(
@@ -145,14 +154,13 @@ def audit_entry(
     try:
         results = [audit_run(run, board_dir, work_root / entry.id, say) for run in sampled]
     except RerunFailed as error:
-        previous = audit_cell(entry.audit) if entry.audit else "none"
+        previous = audit_cell(entry.audits) if entry.audits else "none"
         raise RerunFailed(
             f"{error}; nothing is written to {board_dir / BOARD_FILE}, so entry {entry.id} keeps "
-            f"its previous audit ({previous}): remove the cause and run the audit again"
+            f"its previous audits ({previous}): remove the cause and run the audit again"
         ) from error.__cause__
-    audited = all(result.outcome in REPRODUCED for result in results)
     audit = EntryAudit(
-        audited=audited,
+        audited=all(result.outcome in REPRODUCED for result in results),
         when=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         runs=len(sampled),
         sampling_seed=seed,
@@ -160,14 +168,28 @@ def audit_entry(
         tolerance=TOLERANCE_RULE,
         results=results,
     )
-    write_audit(board_dir, entry.id, audit)
+    written = write_audit(board_dir, entry.id, audit)
     good = sum(result.outcome in REPRODUCED for result in results)
+    say(f"this audit: {good} of {len(results)} sampled runs reproduced their claim")
     say(
-        f"entry {entry.id}: audited {'yes' if audited else 'no'} ({good} of {len(results)} runs "
-        f"reproduced their claim); written to {board_dir / BOARD_FILE} and "
-        f"{board_dir / MARKDOWN_FILE}"
+        f"entry {entry.id}: audited {verdict_text(written.audits)}; written to "
+        f"{board_dir / BOARD_FILE} and {board_dir / MARKDOWN_FILE}"
     )
-    return audit
+    return written.audits[-1]
+
+
+def verdict_text(audits: list[EntryAudit]) -> str:
+    """The entry's verdict over all its audits in words, naming the runs that keep it at no,
+    e.g. "no (2 of 3 runs audited so far reproduced their claim; s1: not reproduced)"."""
+    standing = audit_standing(audits)
+    good = sum(value == "reproduced" for value in standing.values())
+    others = "".join(
+        f"; {run_id}: {value}" for run_id, value in standing.items() if value != "reproduced"
+    )
+    return (
+        f"{'yes' if audit_verdict(audits) else 'no'} ({good} of {len(standing)} runs audited so "
+        f"far reproduced their claim{others})"
+    )
 
 
 def find_entry(board: Board, entry_id: str) -> BoardEntry:
@@ -224,9 +246,9 @@ def audit_run(
         return RunAudit(run_id=run.run_id, seed=run.seed, outcome="not audited", detail=str(error))
     for note in plan.notes:
         say(f"  {note}")
-    problems = contradictions(record, plan.config)
+    problems = contradictions(record)
     if problems:
-        detail = "the record contradicts its own config: " + "; ".join(problems)
+        detail = "; ".join(problems)
         say(f"  not reproduced: {detail}")
         return RunAudit(run_id=run.run_id, seed=run.seed, outcome="not reproduced", detail=detail)
     comparison, reasons = comparison_mode(record)
@@ -262,16 +284,14 @@ def audit_run(
 
 def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
     """The config to re-run a record's training with; NotAuditable says what is missing."""
-    if record.training is not None:
-        raw, source = dict(record.training.config), "training.config"
-    elif record.protocol == "collect" and isinstance(record.extra.get("config"), dict):
-        raw, source = dict(record.extra["config"]), 'extra["config"]'
-    else:
+    found = training_config(record)
+    if found is None:
         raise NotAuditable(
             f"the record holds no training config (an {record.protocol} record made before "
             "training.config was kept has only its settings), so its learner Args cannot be "
             "rebuilt in full"
         )
+    raw, source = found
     if record.protocol == "collect":
         from gameon.experimenter.loop import LoopConfig
 
@@ -322,10 +342,9 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
 
 
 def _vlm_rerun(record: RunRecord, record_dir: Path, config: Any, notes: list[str]) -> Any:
-    """A vlm run's config that replays its own transcript, else reruns the offline rules."""
-    training = record.training
-    name = training.transcript if training and training.transcript else TRANSCRIPT_FILE
-    transcript = record_dir / name
+    """A vlm run's config that replays its own transcript (kept beside the record copy as
+    transcript.jsonl, whatever the run folder named it), else reruns the offline rules."""
+    transcript = record_dir / TRANSCRIPT_FILE
     if transcript.is_file():
         notes.append(
             f"VLM ({config.vlm_backend}): replayed from the run's own transcript {transcript}"
@@ -352,24 +371,6 @@ def _vlm_rerun(record: RunRecord, record_dir: Path, config: Any, notes: list[str
     raise NotAuditable(
         f"{missing}, and its backend {config.vlm_backend!r} cannot be re-run offline without one"
     )
-
-
-def contradictions(record: RunRecord, config: Any) -> list[str]:
-    """Where a record's claims (seed, learner, curriculum, env, budget) differ from its config."""
-    problems = []
-    claims = {
-        "seed": record.seed,
-        "curriculum": record.curriculum,
-        "env_id": record.env_id,
-        **record.budget,
-    }
-    if record.protocol == "collect":
-        claims["learner"] = record.learner
-    for name, claimed in claims.items():
-        configured = getattr(config, name, None)
-        if configured != claimed:
-            problems.append(f"{name} {claimed!r} in the record, {configured!r} in its config")
-    return problems
 
 
 def comparison_mode(record: RunRecord) -> tuple[str, list[str]]:
@@ -597,21 +598,23 @@ def _learner_args_note(record: RunRecord, rerun: Rerun) -> str:
     return f"; learner Args differ from the record's: {', '.join(differ)}" if differ else ""
 
 
-def write_audit(board_dir: Path, entry_id: str, audit: EntryAudit) -> Board:
-    """Put the audit into the entry, rewriting leaderboard.json and LEADERBOARD.md atomically
-    under the board's lock."""
+def write_audit(board_dir: Path, entry_id: str, audit: EntryAudit) -> BoardEntry:
+    """Append the audit to the entry's audits, its `audited` set to the entry's verdict over all
+    of them as the board holds them now, and rewrite leaderboard.json and LEADERBOARD.md
+    atomically under the board's lock; the entry as written."""
     with file_lock(board_dir / LOCK_FILE):
         board = read_board(board_dir)
-        if not any(entry.id == entry_id for entry in board.entries):
+        entry = next((entry for entry in board.entries if entry.id == entry_id), None)
+        if entry is None:
             raise ValueError(f"entry {entry_id} left the board during the audit; nothing written")
-        entries = [
-            entry.model_copy(update={"audit": audit}) if entry.id == entry_id else entry
-            for entry in board.entries
-        ]
+        audits = [*entry.audits, audit]
+        audits[-1] = audit.model_copy(update={"audited": audit_verdict(audits)})
+        written = entry.model_copy(update={"audits": audits})
+        entries = [written if e.id == entry_id else e for e in board.entries]
         updated = Board(entries=entries, next_number=board.next_number)
         atomic_write(board_dir / BOARD_FILE, updated.model_dump_json(indent=1) + "\n")
         atomic_write(board_dir / MARKDOWN_FILE, render_markdown(updated))
-    return updated
+    return written
 
 
 def rerun_key(config: Any) -> str:

@@ -7,7 +7,8 @@ protocol, curriculum label, learner and env. It is rejected, with every reason n
 the check, unless:
 
 - missing: each path is a record file or a run folder holding a record.json;
-- schema: each record validates (gameon.records.load_record);
+- schema: each record validates (gameon.records.load_record), and strictly: a value of the
+  wrong JSON type (a seed of "0", a budget of 5.0), as a hand edit leaves it, is not converted;
 - env: its env id and evaluation env id are registered here and its env_version matches;
 - versions: it names the gameon-rl version it ran and a git commit;
 - suite: its evaluation episodes are exactly the shared suite, the (instruction, seed) pairs of
@@ -17,7 +18,9 @@ the check, unless:
 - seeds: the runs have distinct seeds, at least `min_seeds` of them;
 - tampered: its claimed numbers agree with its own episodes: the last curve point is the final
   evaluation, so its success_rate and per_skill must equal the episodes' (to 1e-9), and the
-  collected episodes must equal the sum of the collected skill counts;
+  collected episodes must equal the sum of the collected skill counts; and it agrees with itself
+  (`contradictions`, the check the audit makes too): its seed, learner, curriculum, env and
+  budget are those of its own training config, and its env steps and curve fit its budget;
 - duplicate: no run is already on the board (same content hash of identity and episodes), nor
   twice in the submission; and no two runs (of the submission, or one of it and one on the board)
   share a checkpoint file (sha256, from the record or computed from the checkpoint it points to),
@@ -26,6 +29,8 @@ the check, unless:
   not depend on the training seed; it applies only where agreement by chance is improbable
   (below CHANCE, with each episode matching with probability p^2 + (1 - p)^2 at its skill's
   success rate p), as runs that fail or succeed at everything agree whatever their seed;
+- paths: the files a record names (its checkpoint, its VLM transcript) resolve, symlinks
+  followed, inside its run folder, so a submission reads and copies nothing else;
 - evidence: a record's checkpoint_sha256 matches the checkpoint file it points to, where it
   exists;
 - verify (only with verify=True): the record's checkpoint, reloaded and run on the suite again,
@@ -37,7 +42,9 @@ The board is never lost: it is read and rewritten under a lock file, every file 
 atomically, and a leaderboard.json that does not parse as a board is refused (BoardError), never
 overwritten. Entry ids are "NNNN-hash": NNNN from a counter kept in leaderboard.json
 (`next_number`; on a board without it, one more than the largest number), so an id is never
-given twice, even after entries are removed. `benchmark.audit` writes an entry's audit into it.
+given twice, even after entries are removed. `benchmark.audit` appends each audit of an entry
+to the entry's `audits`: every one stays on record, and the entry's verdict is over all of them
+(`audit_standing`).
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
-from pydantic import ValidationError
+from pydantic import ValidationError, model_validator
 
 from gameon.atomic import atomic_write, file_lock
 from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
@@ -81,6 +88,8 @@ TOLERANCE = 0.1
 CHANCE = 1e-6
 """Identical outcome vectors of two seeds are a copy only where chance agreement is below this."""
 TRANSCRIPT_FILE = "transcript.jsonl"
+REPRODUCED = ("reproduced", "within tolerance")
+"""The outcomes of an audited run that reproduced its claim."""
 PACKAGE = "gameon-rl"
 _EXACT = 1e-9
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
@@ -126,10 +135,12 @@ class RunAudit(StrictModel):
 
 
 class EntryAudit(StrictModel):
-    """The latest audit of an entry (`gameon leaderboard audit`): K sampled runs re-trained."""
+    """One audit of an entry (`gameon leaderboard audit`): K sampled runs re-trained."""
 
     audited: bool
-    """whether every sampled run reproduced its claim (bitwise or within the tolerance)"""
+    """the entry's verdict once this audit was added: whether every run audited so far, by it or
+    an earlier audit, reproduced its claim (bitwise or within the tolerance; see
+    `audit_standing`)"""
     when: str
     runs: int
     sampling_seed: int
@@ -167,10 +178,23 @@ class BoardEntry(StrictModel):
     per_skill_iqm: dict[str, float]
     verified: bool
     runs: list[BoardRun]
-    audit: EntryAudit | None = None
+    audits: list[EntryAudit] = []
+    """every audit of the entry, oldest first; none is ever replaced, so a failure stays on
+    record"""
     budget: str | None = None
     """the runs' training budget as the board shows it (`budget_text`); None on entries stored
     before it was kept"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_audit(cls, data: Any) -> Any:
+        """Boards written before audits accumulated kept one `audit` (or null): read it as the
+        entry's only audit."""
+        if isinstance(data, dict) and "audit" in data and "audits" not in data:
+            audit = data["audit"]
+            data = {key: value for key, value in data.items() if key != "audit"}
+            data["audits"] = [] if audit is None else [audit]
+        return data
 
 
 class Board(StrictModel):
@@ -213,11 +237,15 @@ def submit(
     min_seeds: int = MIN_SEEDS,
     tolerance: float = TOLERANCE,
 ) -> Submission:
-    """Validate the run records of one group and, if every check passes, add them to the board."""
+    """Validate the run records of one group and, if every check passes, add them to the board.
+    ValueError if no paths are given (a usage error, not a rejected submission)."""
     board_dir = Path(board_dir)
-    read_board(board_dir)
     if not paths:
-        return Submission(False, ["no run records given: pass record.json files or run folders"])
+        raise ValueError(
+            "no run records given: pass the record.json files or run folders of one group, "
+            "e.g. gameon leaderboard submit runs/bench/paper/collect__* --board results"
+        )
+    read_board(board_dir)
     runs, reasons = _load(paths)
     for run in runs:
         reasons += check_record(run.record, run.name)
@@ -245,12 +273,26 @@ def read_board(board_dir: str | Path) -> Board:
         return Board()
     try:
         return Board.model_validate_json(path.read_bytes())
-    except (ValidationError, UnicodeDecodeError, OSError) as error:
-        problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+    except (ValidationError, OSError) as error:
         raise BoardError(
-            f"{path} is corrupt ({problem}); it is left untouched and nothing is submitted "
-            f"until it is restored (e.g. from git; the records are under {ENTRIES_DIR}/)"
+            f"{path} is corrupt, so nothing was changed: it is left untouched, and nothing is "
+            "submitted or audited until it is restored (e.g. from git; the records are under "
+            f"{ENTRIES_DIR}/). What is wrong: {problems_text(error)}"
         ) from None
+
+
+def problems_text(error: ValidationError | OSError, limit: int = 3) -> str:
+    """What a failed read or validation found, as "where: what" for the first `limit` problems
+    (the place a dotted path into the JSON), so the message says where to look."""
+    if isinstance(error, OSError):
+        return f"{type(error).__name__}: {error.strerror or error}"
+    problems = error.errors(include_url=False)
+    listed = "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or '<root>'}: {problem['msg']}"
+        for problem in problems[:limit]
+    )
+    more = len(problems) - limit
+    return listed + (f"; and {more} more problem{'s' if more > 1 else ''}" if more > 0 else "")
 
 
 def _load(paths: Sequence[str | Path]) -> tuple[list[_Run], list[str]]:
@@ -264,17 +306,69 @@ def _load(paths: Sequence[str | Path]) -> tuple[list[_Run], list[str]]:
             )
             reasons.append(f"{path}: missing: {what}; give record.json files or run folders")
             continue
+        text = file.read_bytes()
         try:
-            record = load_record(file)
+            load_record(file)
+            record = strict_record(text, file)
         except ValueError as error:
             reasons.append(f"{path}: schema: {error}")
+            continue
+        outside = outside_paths(record, file.parent)
+        if outside:
+            reasons += [f"{path}: paths: {problem}" for problem in outside]
             continue
         digest, problem = _checkpoint_hash(record, file.parent)
         if problem:
             reasons.append(f"{path}: evidence: {problem}")
             continue
-        runs.append(_Run(path, file.parent, file.read_bytes(), record, digest))
+        runs.append(_Run(path, file.parent, text, record, digest))
     return runs, reasons
+
+
+def strict_record(text: bytes, file: Path) -> RunRecord:
+    """The record in `text`, validated without converting a value of the wrong JSON type (a seed
+    of "0" is not read as 0): a record the harness wrote has none, a hand edit may. ValueError
+    names each such value."""
+    try:
+        return RunRecord.model_validate_json(text, strict=True)
+    except ValidationError as error:
+        wrong = "; ".join(
+            f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}, got "
+            f"{repr(problem['input'])[:60]}"
+            for problem in error.errors(include_url=False)[:5]
+        )
+        raise ValueError(
+            f"{file} holds a value of the wrong type, as a hand edit leaves it (a submitted "
+            f"record is read as written, nothing converted): {wrong}"
+        ) from None
+
+
+def record_paths(record: RunRecord, folder: Path) -> list[tuple[str, str, Path]]:
+    """The files a submission reads from a run folder, as (field, value, path): the record's
+    checkpoint, if it names one, and its VLM transcript."""
+    named = [("checkpoint", record.checkpoint), _transcript_field(record)]
+    return [(field, value, folder / value) for field, value in named if value]
+
+
+def _transcript_field(record: RunRecord) -> tuple[str, str]:
+    """The field naming a run's VLM transcript and its value: training.transcript, else the
+    transcript.jsonl a run folder holds by default."""
+    training = record.training
+    if training is not None and training.transcript:
+        return "training.transcript", training.transcript
+    return "the run folder's transcript", TRANSCRIPT_FILE
+
+
+def outside_paths(record: RunRecord, folder: Path) -> list[str]:
+    """The files a record names that resolve (symlinks followed) outside its run folder, each
+    said with the field, the value and where it leads."""
+    root = folder.resolve()
+    return [
+        f"{field} {value!r} resolves to {path.resolve()}, outside the run folder {root}: a "
+        "record may name only files inside its run folder (relative paths, no link out of it)"
+        for field, value, path in record_paths(record, folder)
+        if not path.resolve().is_relative_to(root)
+    ]
 
 
 def _checkpoint_hash(record: RunRecord, folder: Path) -> tuple[str | None, str | None]:
@@ -394,7 +488,71 @@ def _check_claims(record: RunRecord, name: str) -> list[str]:
             f"{name}: tampered: collected.episodes {collected.episodes} but its skill counts "
             f"sum to {sum(collected.skills.values())}"
         )
+    reasons += [f"{name}: tampered: {problem}" for problem in contradictions(record)]
     return reasons
+
+
+def training_config(record: RunRecord) -> tuple[dict[str, Any], str] | None:
+    """The config a record says it trained with, and the field holding it: training.config, or
+    for older collect records extra["config"]; None if it holds none."""
+    if record.training is not None:
+        return dict(record.training.config), "training.config"
+    if record.protocol == "collect" and isinstance(record.extra.get("config"), dict):
+        return dict(record.extra["config"]), 'extra["config"]'
+    return None
+
+
+def contradictions(record: RunRecord) -> list[str]:
+    """Where a record contradicts itself: its seed, learner (collect), curriculum, env or budget
+    and its own training config, or its env steps and curve and its budget. The audit finds
+    such a record not reproduced before any training; a submission holding one is rejected."""
+    problems = []
+    found = training_config(record)
+    if found is not None:
+        config = found[0]
+        claims = {
+            "seed": record.seed,
+            "curriculum": record.curriculum,
+            "env_id": record.env_id,
+            **record.budget,
+        }
+        if record.protocol == "collect":
+            claims["learner"] = record.learner
+        differ = [
+            f"{key} {claimed!r} in the record, {config.get(key)!r} in its config"
+            for key, claimed in claims.items()
+            if config.get(key) != claimed
+        ]
+        if differ:
+            problems.append("the record contradicts its own config: " + "; ".join(differ))
+    beyond = _beyond_budget(record)
+    if beyond:
+        problems.append("the record contradicts its own budget: " + "; ".join(beyond))
+    return problems
+
+
+def _beyond_budget(record: RunRecord) -> list[str]:
+    """Where a record's env steps or curve do not fit its budget. An online run trains until it
+    has taken total_timesteps env steps and evaluates last at its final step; a collect run's
+    curve counts iterations, up to its budget's (fewer if it stopped early)."""
+    last = record.curve[-1].step
+    problems = []
+    if record.curve_unit == "env_steps":
+        if last != record.env_steps:
+            problems.append(
+                f"curve[-1].step {last} but env_steps {record.env_steps} (the last point is "
+                "the final evaluation, at the end of training)"
+            )
+        total = record.budget.get("total_timesteps")
+        if total is not None and record.env_steps < total:
+            problems.append(
+                f"env_steps {record.env_steps}, fewer than the budget's total_timesteps {total} "
+                "(an online run trains until it has taken them all)"
+            )
+    iterations = record.budget.get("iterations")
+    if record.curve_unit == "iterations" and iterations is not None and last > iterations:
+        problems.append(f"curve[-1].step {last}, beyond the budget's {iterations} iterations")
+    return problems
 
 
 def check_group(runs: Sequence[_Run], min_seeds: int) -> list[str]:
@@ -692,9 +850,7 @@ def next_entry_number(board: Board) -> int:
 
 def _transcript(run: _Run) -> Path | None:
     """The run folder's VLM transcript, kept beside the record copy so an audit can replay it."""
-    training = run.record.training
-    name = training.transcript if training and training.transcript else TRANSCRIPT_FILE
-    path = run.folder / name
+    path = run.folder / _transcript_field(run.record)[1]
     return path if path.is_file() else None
 
 
@@ -779,12 +935,44 @@ def shown_protocol(protocol: str) -> str:
     return {"collect": "collect v1", "collect v2": "collect v2 (mixed)"}.get(protocol, protocol)
 
 
-def audit_cell(audit: EntryAudit | None) -> str:
-    """How LEADERBOARD.md shows an entry's audit, e.g. "yes (2/2, 2026-12-02)"."""
-    if audit is None:
+def audit_standing(audits: Sequence[EntryAudit]) -> dict[str, str]:
+    """Where each run ever audited stands over all the entry's audits: "not reproduced" if any
+    audit failed to reproduce its claim (a later success does not undo it: a run that reproduces
+    only sometimes does not reproduce), else "reproduced" if any audit reproduced it, else "not
+    audited" (no audit could compare it, e.g. its config was refused here: one made later, at
+    the record's commit, may)."""
+    outcomes: dict[str, set[str]] = {}
+    for audit in audits:
+        for result in audit.results:
+            outcomes.setdefault(result.run_id, set()).add(result.outcome)
+    standing = {}
+    for run_id, seen in outcomes.items():
+        if "not reproduced" in seen:
+            standing[run_id] = "not reproduced"
+        elif seen & set(REPRODUCED):
+            standing[run_id] = "reproduced"
+        else:
+            standing[run_id] = "not audited"
+    return standing
+
+
+def audit_verdict(audits: Sequence[EntryAudit]) -> bool:
+    """The entry's verdict over all its audits: audited (yes) when every run ever audited stands
+    reproduced (`audit_standing`); a run that once failed keeps it at no."""
+    standing = audit_standing(audits)
+    return bool(standing) and all(value == "reproduced" for value in standing.values())
+
+
+def audit_cell(audits: Sequence[EntryAudit]) -> str:
+    """How LEADERBOARD.md shows an entry's audits: the verdict over all of them, the runs that
+    stand reproduced of those ever audited, and the latest audit's date, e.g. "no (2/3,
+    2026-12-02)"."""
+    if not audits:
         return "-"
-    good = sum(r.outcome in ("reproduced", "within tolerance") for r in audit.results)
-    return f"{'yes' if audit.audited else 'no'} ({good}/{len(audit.results)}, {audit.when[:10]})"
+    standing = audit_standing(audits)
+    good = sum(value == "reproduced" for value in standing.values())
+    verdict = "yes" if audit_verdict(audits) else "no"
+    return f"{verdict} ({good}/{len(standing)}, {audits[-1].when[:10]})"
 
 
 def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
@@ -826,9 +1014,11 @@ def render_markdown(board: Board) -> str:
         "separate episode; mixed: the expert takes over a failed skill mid-episode), and entries",
         "of different collectors are ranked apart. Collect v1 entries (scripted experts collected",
         "every episode) are kept for the record.",
-        "Audited: `gameon leaderboard audit` re-trained the sampled runs from their records;",
-        "yes when every one reproduced its claimed evaluation (bitwise, or within the stated",
-        "tolerance on another machine or library version), with runs reproduced / sampled.",
+        "Audited: `gameon leaderboard audit` re-trained sampled runs from their records; yes when",
+        "every run audited so far reproduced its claimed evaluation (bitwise, or within the",
+        "stated tolerance on another machine or library version), over all the entry's audits: a",
+        "run that once failed to reproduce keeps it at no. Shown: runs reproduced / runs audited,",
+        "and the date of the latest audit.",
         "",
         "| rank | protocol | env | curriculum | learner | seeds | IQM [95% CI] | mean | "
         "monolithic IQM | all-skills IQM | eval episodes/skill | budget | verified | audited "
@@ -852,7 +1042,7 @@ def render_markdown(board: Board) -> str:
             entry.episodes_per_skill,
             entry.budget or "-",
             "yes" if entry.verified else "no",
-            audit_cell(entry.audit),
+            audit_cell(entry.audits),
             entry.submitted[:10],
             ", ".join(commits),
             entry.id,

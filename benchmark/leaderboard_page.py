@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from pydantic import ValidationError
+
 from gameon.atomic import atomic_write, file_lock
 from gameon.benchmark.leaderboard import (
     BOARD_FILE,
@@ -35,6 +37,7 @@ from gameon.benchmark.leaderboard import (
     BoardEntry,
     BoardError,
     audit_cell,
+    problems_text,
     ranked,
     shown_protocol,
 )
@@ -90,12 +93,15 @@ def update_page(board_dir: Path) -> Path:
 
 
 def load_board(leaderboard_json: Path) -> Board:
-    """The board in `leaderboard_json`; BoardError if it is missing or does not parse as one."""
+    """The board in `leaderboard_json`; BoardError, saying what is wrong where, if it is missing
+    or does not parse as one."""
     try:
         return Board.model_validate_json(Path(leaderboard_json).read_bytes())
-    except (ValueError, OSError) as error:
-        problem = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise BoardError(f"{leaderboard_json} is not a leaderboard ({problem})") from None
+    except (ValidationError, OSError) as error:
+        raise BoardError(
+            f"{leaderboard_json} is not a leaderboard, so no page is written and it is left "
+            f"untouched: {problems_text(error)}"
+        ) from None
 
 
 def _href(target: Path, base: Path, folder: bool = False) -> str:
@@ -139,7 +145,7 @@ def row(rank: int, entry: BoardEntry, board_dir: Path, base: Path) -> dict[str, 
         "episodes": entry.episodes_per_skill,
         "budget": entry.budget or "-",
         "verified": "yes" if entry.verified else "no",
-        "audited": audit_cell(entry.audit),
+        "audited": audit_cell(entry.audits),
         "submitted": entry.submitted[:10],
         "commit": ", ".join(sorted({run.git_commit[:7] for run in entry.runs})),
         "entry": entry.id,
@@ -292,9 +298,10 @@ sort.</p>
 <p class="note" id="rules-note">@RULES_NOTE@</p>
 <p class="note">Verified: every checkpoint was re-evaluated on the suite at submission.
 Audited: <code>gameon leaderboard audit</code> re-trained sampled runs from their records (yes when
-every one reproduced its claim; reproduced / sampled, date). Each entry links to its records
-folder, one record per seed, and any plots there. The view is kept in the address fragment, e.g.
-<code>#sort=score&amp;dir=desc&amp;learner=bc</code>.</p>
+every run audited so far reproduced its claim, over all the entry's audits, so a run that once
+failed keeps it at no; runs reproduced / runs audited, date of the latest audit). Each entry
+links to its records folder, one record per seed, and any plots there. The view is kept in the
+address fragment, e.g. <code>#sort=score&amp;dir=desc&amp;learner=bc</code>.</p>
 <script type="application/json" id="board-data">@DATA@</script>
 <script>@SCRIPT@</script>
 </body>

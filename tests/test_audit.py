@@ -26,6 +26,7 @@ from gameon.benchmark.audit import (  # noqa: E402
     audit_entry,
     comparison_mode,
     find_entry,
+    sample_runs,
     write_audit,
 )
 from gameon.benchmark.leaderboard import EntryAudit, RunAudit, read_board, submit  # noqa: E402
@@ -213,33 +214,109 @@ def test_the_audit_reproduces_bitwise_and_marks_the_entry(entry, tmp_path) -> No
         assert (result.outcome, result.comparison) == ("reproduced", "bitwise"), result.detail
         assert "the trained weights are identical" in result.detail
     after = read_board(board).entries[0]
-    assert after.audit == audit and after.model_copy(update={"audit": None}) == before
+    assert after.audits == [audit] and after.model_copy(update={"audits": []}) == before
     row = next(
         line for line in (board / "LEADERBOARD.md").read_text().splitlines() if entry_id in line
     )
     assert f"| yes (2/2, {audit.when[:10]}) |" in row
     text = "\n".join(lines)
     assert "sampled 2 with sampling seed 0" in text and "comparison: bitwise" in text
-    assert "audited yes (2 of 2 runs reproduced their claim)" in text
+    assert "this audit: 2 of 2 sampled runs reproduced their claim" in text
+    assert "audited yes (2 of 2 runs audited so far reproduced their claim)" in text
+
+
+def _flip(record: dict) -> dict:
+    """The record with its first evaluation episode's verdict doctored."""
+    episode = record["evaluation"]["episodes"][0]
+    episode["success"] = not episode["success"]
+    episode["episode_return"] = float(episode["success"])
+    return record
 
 
 def test_the_audit_rejects_a_doctored_claim(entry, tmp_path) -> None:
     _, entry_id, work = entry
     board = _board_copy(entry, tmp_path)
-
-    def flip(record: dict) -> dict:
-        episode = record["evaluation"]["episodes"][0]
-        episode["success"] = not episode["success"]
-        episode["episode_return"] = float(episode["success"])
-        return record
-
-    _edit_record(board, entry_id, 1, flip)
+    _edit_record(board, entry_id, 1, _flip)
     audit = audit_entry(entry_id, 3, board, work_root=work, say=lambda _: None)
     outcomes = {result.seed: result.outcome for result in audit.results}
     assert outcomes == {0: "reproduced", 1: "not reproduced", 2: "reproduced"}
     assert "1 of 3 episodes differ" in audit.results[1].detail
     assert not audit.audited
     assert "| no (2/3, " in (board / "LEADERBOARD.md").read_text()
+
+
+def test_a_failed_audit_stays_on_record_when_the_entry_is_audited_again(
+    entry, tmp_path, capsys
+) -> None:
+    """A later audit drawing a run that reproduces leaves the earlier failure on the board: the
+    entry's verdict and its k of n are over every run ever audited, and the command exits 1."""
+    from gameon.cli import main
+
+    _, entry_id, work = entry
+    board = _board_copy(entry, tmp_path)
+    _edit_record(board, entry_id, 1, _flip)
+    first = audit_entry(entry_id, 3, board, work_root=work, say=lambda _: None)
+    entry_now = read_board(board).entries[0]
+    seed = next(s for s in range(50) if sample_runs(entry_now, 1, s)[0].seed != 1)
+    (drawn,) = sample_runs(entry_now, 1, seed)
+
+    arguments = ["leaderboard", "audit", entry_id[:4], "--runs", "1", "--seed", str(seed)]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*arguments, "--board", str(board), "--work", str(work)])
+
+    assert exit_info.value.code == 1
+    out = capsys.readouterr().out
+    assert "-> reproduced" in out
+    assert "this audit: 1 of 1 sampled runs reproduced their claim" in out
+    assert (
+        f"entry {entry_id}: audited no (2 of 3 runs audited so far reproduced their claim; "
+        "collect__Reach__fixed__bc__s1: not reproduced)"
+    ) in out
+    audits = read_board(board).entries[0].audits
+    assert len(audits) == 2 and audits[0] == first
+    assert audits[1].sampled == [drawn.run_id] and not audits[1].audited
+    assert audits[1].results[0].outcome == "reproduced"
+    row = next(
+        line for line in (board / "LEADERBOARD.md").read_text().splitlines() if entry_id in line
+    )
+    assert f"| no (2/3, {audits[1].when[:10]}) |" in row
+
+
+def _audit_of(board: Path, day: int, outcomes: dict[int, str]) -> EntryAudit:
+    """A hand-made audit of the entry's runs of the given seeds, with these outcomes."""
+    runs = {run.seed: run for run in read_board(board).entries[0].runs}
+    results = [
+        RunAudit(run_id=runs[seed].run_id, seed=seed, outcome=outcome, detail="compared")
+        for seed, outcome in outcomes.items()
+    ]
+    return EntryAudit(
+        audited=True,
+        when=f"2026-12-{day:02d}T00:00:00+00:00",
+        runs=len(results),
+        sampling_seed=day,
+        sampled=[result.run_id for result in results],
+        tolerance="bitwise",
+        results=results,
+    )
+
+
+def test_the_verdict_is_over_every_audit_and_a_failure_is_never_undone(entry, tmp_path) -> None:
+    """Every audit is kept. A run that failed to reproduce keeps the entry at no, even if it
+    reproduces later; one that could not be audited counts until an audit compares it."""
+    board = _board_copy(entry, tmp_path)
+    steps = [  # (outcome by seed, the entry's verdict after it, the audited cell)
+        ({0: "not audited"}, False, "no (0/1, 2026-12-01)"),
+        ({0: "reproduced", 1: "within tolerance"}, True, "yes (2/2, 2026-12-02)"),
+        ({2: "not reproduced"}, False, "no (2/3, 2026-12-03)"),
+        ({2: "reproduced", 0: "reproduced"}, False, "no (2/3, 2026-12-04)"),
+    ]
+    for day, (outcomes, verdict, cell) in enumerate(steps, start=1):
+        written = write_audit(board, entry[1], _audit_of(board, day, outcomes))
+        assert written.audits[-1].audited is verdict
+        assert f"| {cell} |" in (board / "LEADERBOARD.md").read_text()
+    kept = read_board(board).entries[0].audits
+    assert [audit.when[:10] for audit in kept] == [f"2026-12-0{day}" for day in (1, 2, 3, 4)]
+    assert [r.outcome for r in kept[2].results] == ["not reproduced"]
 
 
 def test_a_record_that_contradicts_its_config_is_not_reproduced(entry, tmp_path) -> None:
@@ -525,7 +602,7 @@ def test_a_rerun_that_fails_here_writes_nothing_and_keeps_the_earlier_audit(
     message = str(raised.value)
     assert f"run {run.run_id} (seed {run.seed}) failed to re-run in " in message
     assert f": {type(error).__name__}: {error}; nothing is written to " in message
-    assert "keeps its previous audit (yes (1/1, 2026-12-01))" in message
+    assert "keeps its previous audits (yes (1/1, 2026-12-01))" in message
     assert f"  -> the re-run failed: {type(error).__name__}: {error}" in lines
     assert {name: (board / name).read_bytes() for name in files} == files
 
@@ -544,16 +621,44 @@ ppo = { num_steps = 64, num_minibatches = 4, update_epochs = 1 }
 """
 
 
-def test_an_online_run_audits_bitwise_from_its_learner_args(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def online_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of one tiny PPO run made by the harness (256 env steps)."""
     from gameon.benchmark.matrix import expand, load_spec
     from gameon.benchmark.runs import execute
 
-    spec = tmp_path / "tiny.toml"
+    root = tmp_path_factory.mktemp("online")
+    spec = root / "tiny.toml"
     spec.write_text(ONLINE)
     (run,) = expand(load_spec(spec))
-    record = execute(run, tmp_path / "runs" / run.run_id)
+    record = execute(run, root / "runs" / run.run_id)
     assert record.training.config["num_steps"] == 64 and record.training.env_kwargs
-    result = submit([tmp_path / "runs" / run.run_id], tmp_path / "board", min_seeds=1)
+    return root / "runs" / run.run_id
+
+
+def test_a_hand_edited_budget_is_rejected_at_submission(online_run, tmp_path) -> None:
+    """Entries rank within (protocol, env, budget): a record moved to another budget by hand
+    contradicts its own config and its env steps, which submit checks as the audit does."""
+    run = tmp_path / online_run.name
+    shutil.copytree(online_run, run)
+    record = json.loads((run / "record.json").read_text())
+    record["budget"]["total_timesteps"] = 300000
+    (run / "record.json").write_text(json.dumps(record))
+
+    result = submit([run], tmp_path / "board", verify=True, min_seeds=1)
+
+    assert not result.accepted and not (tmp_path / "board" / "leaderboard.json").exists()
+    assert result.reasons == [
+        f"run {record['run_id']!r} ({run}): tampered: the record contradicts its own config: "
+        "total_timesteps 300000 in the record, 256 in its config",
+        f"run {record['run_id']!r} ({run}): tampered: the record contradicts its own budget: "
+        "env_steps 256, fewer than the budget's total_timesteps 300000 (an online run trains "
+        "until it has taken them all)",
+    ]
+
+
+def test_an_online_run_audits_bitwise_from_its_learner_args(online_run, tmp_path) -> None:
+    result = submit([online_run], tmp_path / "board", min_seeds=1)
     assert result.accepted, result.reasons
 
     audit = audit_entry(result.entry_id, 1, tmp_path / "board", work_root=tmp_path / "w")

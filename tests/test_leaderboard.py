@@ -11,7 +11,8 @@ import gymnasium as gym
 import pytest
 from record_factory import ENV_ID, make_record, write_run
 
-from gameon.benchmark.leaderboard import BoardError, read_board, submit
+from gameon.benchmark.commands import main
+from gameon.benchmark.leaderboard import BoardError, EntryAudit, read_board, submit
 from gameon.evaluation import evaluate
 from gameon.records import TargetEvaluation
 
@@ -81,7 +82,41 @@ def test_malformed_records_are_rejected(board, tmp_path) -> None:
     (runs[1] / "record.json").write_text(json.dumps(data))
     reasons = _rejected(board, runs, "schema", "is not JSON", "evaluation: Field required")
     assert str(runs[0]) in reasons[0] and str(runs[1]) in reasons[1]
-    _rejected(board, [], "no run records given")
+
+
+def test_submitting_no_records_is_a_usage_error(board, tmp_path, capsys) -> None:
+    before = _snapshot(board)
+    with pytest.raises(ValueError, match="no run records given: pass the record.json files"):
+        submit([], board)
+    assert main(["leaderboard", "submit", "--board", str(tmp_path / "new")]) == 2
+    assert "gameon leaderboard submit: no run records given" in capsys.readouterr().err
+    assert _snapshot(board) == before and not (tmp_path / "new").exists()
+
+
+def _edit(folder: Path, change) -> Path:
+    """Apply `change` to the record of a run folder, as a hand edit would."""
+    data = json.loads((folder / "record.json").read_text())
+    change(data)
+    (folder / "record.json").write_text(json.dumps(data))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "needle"),
+    [
+        ("seed", "1", "seed: Input should be a valid integer, got '1'"),
+        ("budget", {"iterations": 2.0}, "budget.iterations: Input should be a valid integer"),
+        ("wall_seconds", "10", "wall_seconds: Input should be a valid number, got '10'"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_rejected_not_converted(
+    board, tmp_path, key: str, value: object, needle: str
+) -> None:
+    """A record the harness wrote has every value of its type; a hand edit may not."""
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    _edit(runs[1], lambda data: data.__setitem__(key, value))
+    reasons = _rejected(board, runs, "schema", "holds a value of the wrong type", needle)
+    assert len(reasons) == 1 and str(runs[1]) in reasons[0]
 
 
 @pytest.mark.parametrize(
@@ -201,13 +236,27 @@ def test_runs_judged_on_different_target_evaluation_sizes_are_one_submission_rej
     assert result.accepted, result.reasons
 
 
-def test_a_corrupt_board_is_refused_and_left_alone(board, tmp_path) -> None:
+def test_a_corrupt_board_is_refused_and_left_alone(board, tmp_path, capsys) -> None:
     path = board / "leaderboard.json"
-    for corrupt in (b'{"format": "gameon-leaderboard-v1", "entries": [{"id": 1}]}', b"\x00{"):
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    cases = {
+        b'{"format": "gameon-leaderboard-v1", "entries": [{"id": 1}]}': "entries.0.id: Input "
+        "should be a valid string; entries.0.submitted: Field required;",
+        b"\x00{": "<root>: Invalid JSON: expected value at line 1 column 1",
+    }
+    for corrupt, problem in cases.items():
         path.write_bytes(corrupt)
-        with pytest.raises(BoardError, match="is corrupt .* left untouched"):
-            submit(_runs(tmp_path / "lp", LP, "lp"), board)
-        assert path.read_bytes() == corrupt
+        before = _snapshot(board)
+        with pytest.raises(BoardError) as raised:
+            submit(runs, board)
+        message = str(raised.value)
+        assert message.startswith(
+            f"{path} is corrupt, so nothing was changed: it is left untouched"
+        )
+        assert f"What is wrong: {problem}" in message
+        assert main(["leaderboard", "submit", *map(str, runs), "--board", str(board)]) == 2
+        assert f"gameon leaderboard submit: {message}" in capsys.readouterr().err
+        assert _snapshot(board) == before
 
 
 def _checkpoint_run(root: Path, claim_success: bool | None = None) -> Path:
@@ -398,3 +447,136 @@ def test_entry_ids_stay_unique_after_removals(board, tmp_path) -> None:
     path.write_text(json.dumps(legacy))
     fifth = submit(_runs(tmp_path / "fixed", FIXED), board).entry_id
     assert fifth.startswith("0005-")
+
+
+def _trained(folder: Path, **training) -> Path:
+    """Give a factory record the training config it would have run with (and `training`)."""
+
+    def change(data: dict) -> None:
+        config = {key: data[key] for key in ("seed", "curriculum", "env_id", "learner")}
+        data["training"] = {"config": {**config, **data["budget"]}, **training}
+
+    return _edit(folder, change)
+
+
+def test_a_record_that_contradicts_its_config_or_budget_is_rejected(board, tmp_path) -> None:
+    """Entries are ranked within their budget: a record cannot move to another by a hand edit."""
+    honest = [_trained(run) for run in _runs(tmp_path / "honest", LP, "lp")]
+    assert submit(honest, board).accepted
+
+    def more(data: dict) -> None:
+        data["budget"]["iterations"] = 3
+
+    edited = [_edit(_trained(run), more) for run in _runs(tmp_path / "edited", LP, "hand")]
+    reasons = _rejected(
+        board,
+        edited,
+        "tampered: the record contradicts its own config: iterations 3 in the record, 2 in its "
+        "config",
+    )
+    assert len(reasons) == 3
+
+    def fewer(data: dict) -> None:
+        data["budget"]["iterations"] = 1
+
+    shrunk = [_edit(run, fewer) for run in _runs(tmp_path / "shrunk", LP, "hand")]
+    _rejected(
+        board,
+        shrunk,
+        "tampered: the record contradicts its own budget: curve[-1].step 2, beyond the budget's 1 "
+        "iterations",
+    )
+
+    def online(data: dict) -> None:
+        data.update(protocol="online", curve_unit="env_steps", budget={"total_timesteps": 600})
+        data["curve"][-1]["step"] = data["env_steps"] = 500
+
+    short = [_edit(run, online) for run in _runs(tmp_path / "online", LP, "hand")]
+    _rejected(
+        board,
+        short,
+        "the record contradicts its own budget: env_steps 500, fewer than the budget's "
+        "total_timesteps 600",
+    )
+
+
+@pytest.mark.parametrize("where", ["absolute", "relative", "link"])
+@pytest.mark.parametrize("field", ["training.transcript", "checkpoint"])
+def test_a_record_naming_a_file_outside_its_run_folder_is_rejected(
+    board, tmp_path, field: str, where: str
+) -> None:
+    """Nothing outside the submitted run folders is read, hashed or copied into the board."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the submitter's to publish")
+    runs = [_trained(run) for run in _runs(tmp_path / "lp", LP, "lp")]
+    run = runs[0]
+    value = {"absolute": str(secret), "relative": "../../secret.txt", "link": "linked.txt"}[where]
+    (run / "linked.txt").symlink_to(secret)
+    if field == "checkpoint":
+        _edit(run, lambda data: data.__setitem__("checkpoint", value))
+    else:
+        _trained(run, transcript=value)
+
+    (reason,) = _rejected(board, runs, f"paths: {field} {value!r} resolves to {secret}")
+    assert reason.startswith(f"{run}: paths: ")
+    assert f"outside the run folder {run.resolve()}" in reason
+    assert not any(b"not the submitter's" in data for data in _snapshot(board).values())
+
+
+def test_a_transcript_link_out_of_the_run_folder_is_rejected(board, tmp_path) -> None:
+    """A run folder's own transcript.jsonl, read when the record names none, is held to the same
+    rule; one inside the folder is kept beside the record copy."""
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("{}\n")
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    (runs[2] / "transcript.jsonl").symlink_to(outside)
+    _rejected(board, runs, "paths: the run folder's transcript 'transcript.jsonl' resolves to")
+
+    (runs[2] / "transcript.jsonl").unlink()
+    (runs[2] / "transcript.jsonl").write_text('{"inside": true}\n')
+    result = submit(runs, board)
+    assert result.accepted, result.reasons
+    copy = board / result.entry.runs[2].record
+    assert (copy.parent / "transcript.jsonl").read_text() == '{"inside": true}\n'
+
+
+def _one_run_audit(run: dict, day: str, outcome: str) -> dict:
+    """An audit of one run of an entry (a run as leaderboard.json holds it), as JSON."""
+    result = {"run_id": run["run_id"], "seed": run["seed"], "outcome": outcome, "detail": "seen"}
+    return {
+        "audited": outcome == "reproduced",
+        "when": f"{day}T00:00:00+00:00",
+        "runs": 1,
+        "sampling_seed": 0,
+        "sampled": [run["run_id"]],
+        "tolerance": "bitwise",
+        "results": [result],
+    }
+
+
+def test_a_board_that_kept_one_audit_per_entry_still_loads_and_keeps_it(board, tmp_path) -> None:
+    """leaderboard.json files written before audits accumulated hold `audit` (null when none):
+    it is read as the entry's first audit, and a later audit is added to it."""
+    from gameon.benchmark.audit import write_audit
+
+    second = submit(_runs(tmp_path / "lp", LP, "lp"), board)
+    path = board / "leaderboard.json"
+    data = json.loads(path.read_text())
+    runs = data["entries"][0]["runs"]
+    legacy = _one_run_audit(runs[0], "2026-11-30", "not reproduced")
+    for entry, audit in zip(data["entries"], (legacy, None), strict=True):
+        del entry["audits"]
+        entry["audit"] = audit
+    path.write_text(json.dumps(data))
+
+    entries = read_board(board).entries
+    (kept,) = entries[0].audits
+    assert kept.model_dump(mode="json", exclude_defaults=True) == legacy
+    assert entries[1].audits == [] and entries[1].id == second.entry_id
+
+    later = EntryAudit.model_validate(_one_run_audit(runs[1], "2026-12-01", "reproduced"))
+    written = write_audit(board, entries[0].id, later)
+    assert written.audits[0] == kept and not written.audits[-1].audited
+    stored = json.loads(path.read_text())["entries"]
+    assert all("audit" not in entry and "audits" in entry for entry in stored)
+    assert "| no (1/2, 2026-12-01) |" in (board / "LEADERBOARD.md").read_text()

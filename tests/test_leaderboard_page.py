@@ -76,7 +76,10 @@ def _board(root: Path) -> Path:
             "protocol": "collect v2",
             "curriculum_label": NASTY,
             "monolithic_iqm": 0.4,
-            "audit": EntryAudit.model_validate(_audit()),
+            "audits": [
+                EntryAudit.model_validate(_audit("2026-12-01", "r", "not reproduced")),
+                EntryAudit.model_validate(_audit("2026-12-02", "q", "reproduced")),
+            ],
         }
     )
     board_file = board / "leaderboard.json"
@@ -84,15 +87,16 @@ def _board(root: Path) -> Path:
     return board
 
 
-def _audit() -> dict:
+def _audit(day: str, run_id: str, outcome: str) -> dict:
+    """An audit of one run on `day`, as leaderboard.json holds it."""
     return {
-        "audited": True,
-        "when": "2026-12-02T00:00:00+00:00",
+        "audited": outcome == "reproduced",
+        "when": f"{day}T00:00:00+00:00",
         "runs": 1,
         "sampling_seed": 0,
-        "sampled": ["r"],
+        "sampled": [run_id],
         "tolerance": "bitwise",
-        "results": [{"run_id": "r", "seed": 0, "outcome": "reproduced", "detail": "same"}],
+        "results": [{"run_id": run_id, "seed": 0, "outcome": outcome, "detail": "compared"}],
     }
 
 
@@ -135,7 +139,8 @@ def test_the_page_holds_every_entry_with_labels_verbatim_and_nothing_remote(
         assert (page.parent / run["href"]).is_file()
     extra = rows["0099-0000beef"]
     assert (extra["protocol"], extra["monolithic_text"]) == ("collect v2 (mixed)", "0.40")
-    assert extra["audited"].startswith("yes (1/1") and first["audited"] == "-"
+    # the later audit reproduced another run: the earlier failure still shows, with its date
+    assert extra["audited"] == "no (1/2, 2026-12-02)" and first["audited"] == "-"
     assert first["verified"] == "no" and first["monolithic_text"] == "-"
     assert re.search(r'id="generated">\d{4}-\d\d-\d\dT', text)
 
@@ -150,8 +155,9 @@ def test_no_string_can_close_the_embedded_script(page: Path) -> None:
 def test_a_corrupt_board_writes_no_page(tmp_path: Path) -> None:
     board = tmp_path / "leaderboard.json"
     board.write_text('{"format": "gameon-leaderboard-v1", "entries": [{"id": 1}]}')
-    with pytest.raises(BoardError, match="not a leaderboard"):
+    with pytest.raises(BoardError, match="not a leaderboard, so no page is written") as raised:
         write_page(board, tmp_path / "index.html")
+    assert "entries.0.id: Input should be a valid string" in str(raised.value)
     assert not (tmp_path / "index.html").exists()
 
 
@@ -169,10 +175,11 @@ def test_gameon_leaderboard_html_and_submit_write_the_page(
     fresh = tmp_path / "fresh"
     runs = [write_run(tmp_path / "runs", make_record(seed, [seed > 0] * 4)) for seed in range(3)]
     assert main(["leaderboard", "submit", *map(str, runs), "--board", str(fresh)]) == 0
-    assert "page: " in capsys.readouterr().out
-    assert [row["id"] for row in _rows(fresh / "leaderboard" / "index.html")] == [
-        entry.id for entry in read_board(fresh).entries
-    ]
+    said = capsys.readouterr().out
+    (entry,) = read_board(fresh).entries
+    assert f"accepted as entry {entry.id} (audit it with: gameon leaderboard audit " in said
+    assert "page: " in said
+    assert [row["id"] for row in _rows(fresh / "leaderboard" / "index.html")] == [entry.id]
 
 
 def _chromium() -> str:
