@@ -43,7 +43,7 @@ class BenchRun:
     spec: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="SPEC")] = DEFAULT_PRESET
     """a preset (smoke, paper, controls, full) or the path of a matrix spec in TOML"""
     results: Path | None = None
-    """results directory; default runs/bench/{spec name}"""
+    """results folder (created if missing; one matrix per folder); default runs/bench/{spec name}"""
     runner: Literal["local", "ray"] = "local"
     """local: a process pool on this machine; ray: a Ray cluster (RAY_ADDRESS or --ray-address,
     else a local one)"""
@@ -66,7 +66,8 @@ class BenchReport:
     results_dir: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="DIR")]
     """the results directory of `gameon bench run`"""
     out: Path | None = None
-    """where the report goes; default the report module's choice (inside the results directory)"""
+    """the folder the report goes into (report.md, report.json and the plots; created if missing),
+    not a file name; default the results directory"""
 
 
 @dataclass
@@ -112,17 +113,20 @@ class LeaderboardHtml:
 
 
 def bench_run(command: BenchRun) -> int:
-    """Say what will run and how long it should take, run the matrix, then say where the records
-    are and how to make the table and plots."""
+    """Check the spec and the results folder, say what will run and how long it should take, run
+    the matrix, then say where the records are and how to make the table and plots."""
     from rich.console import Console
 
     from gameon.benchmark.matrix import check_spec, load_spec
     from gameon.benchmark.runner import (
         ClusterLost,
         RunnerOptions,
+        check_matrix_file,
         duration_text,
+        open_results_dir,
         plan_line,
         run_matrix,
+        select_runs,
         vlm_lines,
     )
 
@@ -138,12 +142,15 @@ def bench_run(command: BenchRun) -> int:
         only=command.only,
     )
     options.validate()
-    console.print(plan_line(spec, results, options), markup=False)
     if command.report:
         import matplotlib  # noqa: F401  (the report needs both: if missing, say so before the runs)
 
         import gameon.benchmark.report  # noqa: F401
     check_spec(spec)
+    select_runs(spec, options.only)
+    open_results_dir(results)  # every refusal before the plan line, which promises work
+    check_matrix_file(spec, results)
+    console.print(plan_line(spec, results, options), markup=False)
     console.print(f"matrix {spec.name!r}: {spec.description or command.spec}", markup=False)
     for note in spec.notes:
         console.print(note, markup=False)
@@ -188,9 +195,13 @@ def _report_after_run(results: Path, console) -> bool:
     console.print(f"writing the table and plots ({command})", markup=False)
     try:
         status = bench_report(BenchReport(results))
+    except ValueError as error:  # e.g. no valid record: the same command would say the same
+        console.print(f"[red]no report[/red]: {escape(str(error))}")
+        return False
     except Exception as error:  # noqa: BLE001  (the runs are safe; say why the report is not)
         console.print(
-            f"[red]the report failed[/red]: {escape(str(error))}; retry with: {escape(command)}"
+            f"[red]the report failed[/red]: {escape(f'{type(error).__name__}: {error}')}; "
+            f"retry with: {escape(command)}"
         )
         return False
     return status == 0
@@ -202,6 +213,8 @@ def bench_report(command: BenchReport) -> int:
 
     if not command.results_dir.is_dir():
         raise ValueError(f"no results directory at {command.results_dir}")
+    if command.out is not None:
+        check_out(command.out)
     paths = write_report(command.results_dir, command.out)
     print(f"table: {paths.markdown}")
     print(f"summary: {paths.json}")
@@ -215,6 +228,20 @@ def bench_report(command: BenchReport) -> int:
     return 0
 
 
+FILE_SUFFIXES = (".md", ".markdown", ".json", ".html", ".png", ".txt", ".csv", ".pdf")
+"""Suffixes of files a user may give --out by mistake: the report is a folder of files."""
+
+
+def check_out(out: Path) -> None:
+    """Refuse an --out that names a file (e.g. report.md) rather than the report's folder, unless
+    that folder already exists."""
+    if out.suffix.lower() in FILE_SUFFIXES and not out.is_dir():
+        raise ValueError(
+            f"--out {out} names a file; --out is the folder the report goes into (report.md, "
+            f"report.json and the plots, created if missing), e.g. --out {out.with_suffix('')}"
+        )
+
+
 def leaderboard_submit(command: LeaderboardSubmit) -> int:
     """Submit run records to the leaderboard; print what was accepted or why not."""
     from gameon.benchmark.leaderboard import submit
@@ -222,7 +249,11 @@ def leaderboard_submit(command: LeaderboardSubmit) -> int:
 
     submission = submit(command.runs, board_dir=command.board, verify=command.verify)
     if submission.accepted:
-        print(f"accepted: {command.board / 'LEADERBOARD.md'} regenerated")
+        print(
+            f"accepted as entry {submission.entry_id} (audit it with: gameon leaderboard audit "
+            f"{submission.entry_id.split('-')[0]} --board {command.board})"
+        )
+        print(f"table: {command.board / 'LEADERBOARD.md'} regenerated")
         print(f"page: {update_page(command.board)} regenerated")
         return 0
     print("rejected:")

@@ -223,8 +223,11 @@ class OtherTable(CurriculumTable):
     name: Literal[tuple(name for name in CURRICULA if name != "vlm")]
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed every learner accepts (numpy's legacy seeding takes 0 to 2**32 - 1)."""
 Seeds = _list_of(
-    Annotated[int, Field(ge=0)], "a non-empty list of distinct integers >= 0, e.g. [0, 1, 2]"
+    Annotated[int, Field(ge=0, le=MAX_SEED)],
+    f"a non-empty list of distinct integers from 0 to 2**32 - 1 ({MAX_SEED}), e.g. [0, 1, 2]",
 )
 Curricula = Annotated[
     list[

@@ -5,7 +5,8 @@ Every number is recomputed from the records' per-episode evaluation outcomes (ga
 and aggregated over seeds with the statistics of benchmark.stats: the interquartile mean with a
 95% stratified-bootstrap interval, the probability of improvement over the `fixed` curriculum of
 the same protocol, learner and env, and the diversity of the data a collect run practised. A
-record that is missing or invalid is listed as skipped with the reason; it never stops the report.
+record that is missing or invalid, or a copy of a run already counted, is listed as skipped with
+the reason; it never stops the report.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gameon.atomic import atomic_write
-from gameon.benchmark.runs import ERROR_FILE
+from gameon.benchmark.runs import ERROR_FILE, failure_reason, was_interrupted
 from gameon.benchmark.stats import (
     MIN_RUNS_FOR_INTERVAL,
     Estimate,
@@ -84,11 +85,12 @@ def group_key(record: RunRecord) -> GroupKey:
 
 
 def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
-    """The valid records of every <results_dir>/*/record.json, and the folders skipped, why."""
+    """The valid records of every <results_dir>/*/record.json, each run once, and the folders
+    skipped, why (a copy of a run already counted among them: one run is one seed, not several)."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise ValueError(f"{results_dir} is not a directory of run folders")
-    records, skipped = [], []
+    loaded, skipped = [], []
     for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         if folder.name.startswith("."):
             continue
@@ -96,18 +98,32 @@ def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
             skipped.append(Skipped(str(folder), _why_no_record(folder)))
             continue
         try:
-            records.append(load_record(folder / RECORD_FILE))
+            loaded.append((folder, load_record(folder / RECORD_FILE)))
         except ValueError as error:
             skipped.append(Skipped(str(folder), str(error)))
-    return records, skipped
+    records, counted = [], {}
+    for folder, record in sorted(loaded, key=lambda item: item[0].name != item[1].run_id):
+        first = counted.setdefault(record.run_id, folder)  # the folder named after the run first
+        if first == folder:
+            records.append(record)
+        else:
+            reason = f"same run as {first} (run id {record.run_id}): counted once"
+            skipped.append(Skipped(str(folder), reason))
+    return records, sorted(skipped, key=lambda s: s.path)
 
 
 def _why_no_record(folder: Path) -> str:
-    """A failed run's headline from its error.txt, else that the folder holds no record."""
+    """Why a folder holds no record: interrupted or failed, with the reason its error.txt gives,
+    else unfinished or not a run."""
     error_file = folder / ERROR_FILE
     if error_file.is_file():
-        lines = error_file.read_text(errors="replace").strip().splitlines()
-        return f"failed: {lines[0] if lines else 'no reason given'} (see {error_file})"
+        text = error_file.read_text(errors="replace")
+        if was_interrupted(text):
+            return (
+                "interrupted (Ctrl-C) before its record was written; the same `gameon bench run` "
+                f"runs it again (see {error_file})"
+            )
+        return f"failed: {failure_reason(text)} (see {error_file})"
     return f"no {RECORD_FILE} (unfinished or not a run)"
 
 
@@ -344,12 +360,25 @@ def across_envs(records: Sequence[RunRecord]) -> list[dict]:
 
 
 def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> ReportPaths:
-    """Aggregate every run record under results_dir; write report.md, report.json and plots."""
+    """Aggregate every run record under results_dir; write report.md, report.json and plots into
+    out_dir (default results_dir). ValueError, with nothing written, if there is nothing to report
+    or out_dir is a file or cannot be created."""
     results_dir = Path(results_dir)
     out = Path(out_dir) if out_dir is not None else results_dir
+    if out.exists() and not out.is_dir():
+        raise ValueError(
+            f"cannot write the report into {out}: it is a file; give a folder (created if missing)"
+        )
     records, skipped = load_runs(results_dir)
     if not records:
         raise ValueError(no_records_message(results_dir, skipped))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(
+            f"cannot write the report into {out}: {error.strerror or error}; give a folder you "
+            "can write to (created if missing)"
+        ) from None
     groups = summarise(records)
     overall = across_envs(records)
     plots = write_plots(records, out)
@@ -366,9 +395,9 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         "plots": [p.name for p in plots],
         "method": METHOD,
     }
-    json_path = atomic_write(out / "report.json", json.dumps(summary, indent=1) + "\n")
+    json_path = _write(out / "report.json", json.dumps(summary, indent=1) + "\n")
     markdown = render_markdown(summary)
-    markdown_path = atomic_write(out / "report.md", markdown)
+    markdown_path = _write(out / "report.md", markdown)
     return ReportPaths(markdown=markdown_path, json=json_path, plots=plots, skipped=skipped)
 
 
@@ -892,4 +921,12 @@ def _save(figure, path: Path) -> Path:
     figure.tight_layout()
     figure.savefig(buffer, format="png", dpi=110)
     plt.close(figure)
-    return atomic_write(path, buffer.getvalue())
+    return _write(path, buffer.getvalue())
+
+
+def _write(path: Path, data: str | bytes) -> Path:
+    """Write one of the report's files atomically; ValueError naming it if the folder refuses."""
+    try:
+        return atomic_write(path, data)
+    except OSError as error:
+        raise ValueError(f"cannot write {path}: {error.strerror or error}") from None

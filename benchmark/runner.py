@@ -42,6 +42,7 @@ from gameon.benchmark.runs import (
     ERROR_FILE,
     FAULT_VARIABLE,
     LOG_FILE,
+    failure_reason,
     is_complete,
     prepare,
     write_error,
@@ -265,9 +266,23 @@ def vlm_lines(spec: MatrixSpec, results_dir: Path, options: RunnerOptions) -> li
 # -- the results directory ----------------------------------------------------------------------
 
 
-def write_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
-    """Write matrix.json atomically, or refuse if the directory holds another matrix's results."""
-    results_dir.mkdir(parents=True, exist_ok=True)
+def open_results_dir(results_dir: Path) -> None:
+    """Create the results directory and its lock file if missing; ValueError naming the folder if
+    it is a file or cannot be created or written, before anything runs."""
+    accepted = "give --results a folder you can write to (it is created if missing)"
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ValueError(f"the results folder {results_dir} is a file, not a folder; {accepted}")
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        (results_dir / LOCK_FILE).touch()
+    except OSError as error:
+        raise ValueError(
+            f"cannot use {results_dir} as the results folder: {error.strerror or error}; {accepted}"
+        ) from None
+
+
+def check_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
+    """Refuse (ValueError) a results directory holding another matrix's results; write nothing."""
     wanted = spec_dict(spec)
     path = results_dir / MATRIX_FILE
     if path.is_file():
@@ -277,6 +292,8 @@ def write_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
             raise ValueError(
                 f"{path} is not JSON ({error}); move it away or use another dir"
             ) from None
+        if not isinstance(existing, dict):
+            raise ValueError(f"{path} is not a matrix; move it away or use another dir")
         difference = matrix_difference(existing, wanted)
         if difference:
             raise ValueError(
@@ -284,7 +301,12 @@ def write_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
                 f"({existing.get('name')!r}, {len(existing.get('runs', []))} runs): {difference}. "
                 "Run that spec again to resume it, or give another --results directory."
             )
-    atomic_write(path, json.dumps(wanted, indent=1) + "\n")
+
+
+def write_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
+    """Write matrix.json atomically, or refuse if the directory holds another matrix's results."""
+    check_matrix_file(spec, results_dir)
+    atomic_write(results_dir / MATRIX_FILE, json.dumps(spec_dict(spec), indent=1) + "\n")
 
 
 def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str | None:
@@ -307,11 +329,13 @@ def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str |
 
 @contextlib.contextmanager
 def results_lock(results_dir: Path) -> Iterator[int]:
-    """Hold the results directory for this invocation; ValueError if another one holds it.
+    """Hold the results directory for this invocation; ValueError if another one holds it or it
+    cannot be used (see `open_results_dir`).
 
     Yields the lock's file descriptor: local workers inherit it, so workers orphaned by a killed
     matrix keep the directory locked until they end, and a rerun cannot clean a folder under them.
     """
+    open_results_dir(results_dir)
     with contextlib.ExitStack() as stack:
         try:
             lock_fd = stack.enter_context(file_lock(results_dir / LOCK_FILE, timeout=0))
@@ -534,8 +558,8 @@ def failure_message(run_dir: Path, status: int, note: str) -> str:
     the tail of its log."""
     error_file = run_dir / ERROR_FILE
     if error_file.is_file():
-        text = error_file.read_text().strip()
-        return f"{text.splitlines()[-1]}\n{text}"
+        text = error_file.read_text(errors="replace").strip()
+        return f"{failure_reason(text)}\n{text}"
     if status < 0:
         reason = f"worker process killed by signal {-status}"
         with contextlib.suppress(ValueError):
@@ -608,13 +632,16 @@ class MatrixProgress:
         cluster elsewhere), then as runs finish"""
         self.finished: dict[str, float] = {}
         self.measured: dict[str, float] = {}
+        self.failed: set[str] = set()
 
-    def finish(self, run_id: str, seconds: float, measured: bool = True) -> None:
-        """Count a run as ended after `seconds`; `measured`: let it set the pace (not a failure)."""
+    def finish(self, run_id: str, seconds: float, failed: bool = False) -> None:
+        """Count a run as ended after `seconds`; a failed one does not set the pace."""
         self.finished[run_id] = seconds
-        if measured:
-            self.measured[run_id] = seconds
-            self.factor = self._ratio(list(self.measured))
+        if failed:
+            self.failed.add(run_id)
+            return
+        self.measured[run_id] = seconds
+        self.factor = self._ratio(list(self.measured))
 
     def pace(self, run_id: str) -> float:
         """Wall seconds per expected second of this run: as measured on the ended runs of its
@@ -645,15 +672,17 @@ class MatrixProgress:
         return schedule_seconds(left, self.workers)
 
     def line(self, running: dict[str, float]) -> str:
-        """One line for a log: "3/20 runs done, ~2 min left"."""
-        text = f"{len(self.finished)}/{len(self.expected)} runs done"
+        """One line for a log: "3/20 runs finished (1 failed), ~2 min left"."""
+        text = f"{len(self.finished)}/{len(self.expected)} runs finished"
+        if self.failed:
+            text += f" ({len(self.failed)} failed)"
         if len(self.finished) == len(self.expected):
             return text
         return f"{text}, ~{duration_text(self.seconds_left(running))} left"
 
 
 def progress_bar(console: Any, redirect_stdout: bool) -> Any:
-    """rich's progress bar over the matrix: work done, runs done and failed, elapsed, time left
+    """rich's progress bar over the matrix: work done, runs finished and failed, elapsed, time left
     and the runs in flight."""
     from rich.progress import (
         BarColumn,
@@ -668,7 +697,7 @@ def progress_bar(console: Any, redirect_stdout: bool) -> Any:
     return Progress(
         TextColumn("[bold]runs"),
         BarColumn(bar_width=24),
-        TextColumn("{task.fields[done]}/{task.fields[runs]}"),
+        TextColumn("{task.fields[finished]}/{task.fields[runs]}"),
         TextColumn("failed {task.fields[failed]}"),
         TimeElapsedColumn(),
         TextColumn("left"),
@@ -690,7 +719,7 @@ def _schedule(
     lock_fd: int,
 ) -> None:
     """Run the runs on the launcher; show a progress bar on stderr when it is a terminal, else
-    a line per ended run (how many are done, the time left)."""
+    a line per ended run (how many have finished and failed, the time left)."""
     from rich.console import Console
 
     launcher = make_launcher(options, lock_fd)
@@ -708,7 +737,7 @@ def _schedule(
         with bar or contextlib.nullcontext():
             task = None
             if bar is not None:
-                fields = {"done": 0, "runs": len(todo), "failed": 0, "running": ""}
+                fields = {"finished": 0, "runs": len(todo), "failed": 0, "running": ""}
                 task = bar.add_task("runs", total=tracker.total, **fields)
             while pending or active:
                 while pending and len(active) < launcher.workers:
@@ -728,7 +757,7 @@ def _schedule(
                     if result is None:
                         continue
                     outcome.results.append(result)
-                    tracker.finish(result.run_id, result.seconds, result.status == "done")
+                    tracker.finish(result.run_id, result.seconds, result.status == "failed")
                     if bar is None:
                         print(tracker.line(_running(active)), file=sys.stderr, flush=True)
                 launcher.check()
@@ -736,7 +765,7 @@ def _schedule(
                     bar.update(
                         task,
                         completed=tracker.completed(_running(active)),
-                        done=len(tracker.finished),
+                        finished=len(tracker.finished),
                         failed=outcome.count("failed"),
                         running=", ".join(item.run.run_id for item in active),
                     )
@@ -776,9 +805,11 @@ def _finish(
         )
         pending.appendleft((item.run, item.attempt + 1, errors))
         return None
-    write_error(run_dir, "\n\n".join(errors))
+    attempts = f"{item.attempt} attempt{'' if item.attempt == 1 else 's'}"
+    verdict = f"failed after {attempts}, the last with:\n{_first_line(message)}"
+    write_error(run_dir, "\n\n".join([*errors, verdict]))  # the reason last: failure_reason
     console.print(
-        f"[red]failed[/red] {item.run.run_id} after {item.attempt} attempts: "
+        f"[red]failed[/red] {item.run.run_id} after {attempts}: "
         f"{escape(_first_line(message))} (see {escape(str(run_dir / ERROR_FILE))})"
     )
     return RunResult(item.run.run_id, "failed", item.attempt, seconds, "\n\n".join(errors))

@@ -8,7 +8,8 @@ learner's own files (summary, evaluations, checkpoint, TensorBoard logs, curves,
 
 The runners start every run in a fresh interpreter with `python -m gameon.benchmark.runs RUN_DIR`
 (the run is read from RUN_DIR/run.json; stdout and stderr go to RUN_DIR/run.log): exit status 0
-means the record is written, anything else that the run failed, with the reason in error.txt.
+means the record is written, anything else that the run failed (or, 130, was interrupted by
+Ctrl-C), with the reason in error.txt: its last line, `failure_reason`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ FAULT_VARIABLE = "GAMEON_BENCH_FAULT"
 """Fault injection for tests: "crash:SUBSTRING" or "raise:SUBSTRING" makes the first attempt of
 every run whose id contains SUBSTRING die by SIGKILL or raise; later attempts run normally."""
 ATTEMPT_VARIABLE = "GAMEON_BENCH_ATTEMPT"
+INTERRUPTED = "KeyboardInterrupt"
+"""The reason (last line) of the error.txt of a run stopped by Ctrl-C: interrupted, not failed."""
 
 
 def execute(run: RunSpec, run_dir: Path) -> RunRecord:
@@ -178,8 +181,20 @@ def read_run(run_dir: Path) -> RunSpec | None:
 
 
 def write_error(run_dir: Path, message: str) -> None:
-    """Record why a run failed in run_dir/error.txt (never a record)."""
+    """Record why a run failed in run_dir/error.txt (never a record); its last line says why."""
     atomic_write(Path(run_dir) / ERROR_FILE, message.rstrip() + "\n")
+
+
+def failure_reason(error_text: str) -> str:
+    """Why a run has no record, from its error.txt: the last non-empty line (the exception line of
+    the worker's traceback, or the last attempt's reason, which the runner writes last)."""
+    lines = [line.strip() for line in error_text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no reason given"
+
+
+def was_interrupted(error_text: str) -> bool:
+    """Whether the error.txt is that of a run stopped by Ctrl-C, which a rerun runs again."""
+    return failure_reason(error_text) == INTERRUPTED
 
 
 # -- the worker process -------------------------------------------------------------------------
@@ -211,11 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _inject_fault(run)
         record = execute(run, run_dir)
-    except BaseException:  # noqa: BLE001  (every failure is reported in error.txt)
+    except BaseException as error:  # noqa: BLE001  (every failure is reported in error.txt)
         text = traceback.format_exc()
         print(text, file=sys.stderr, flush=True)
-        write_error(run_dir, f"{run.run_id} failed:\n{text}")
-        return 1
+        interrupted = isinstance(error, KeyboardInterrupt)
+        write_error(run_dir, f"{run.run_id} {'interrupted' if interrupted else 'failed'}:\n{text}")
+        return 130 if interrupted else 1
     print(f"== {run.run_id}: final success {record.target_success:.2f}", flush=True)
     return 0
 

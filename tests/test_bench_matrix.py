@@ -232,7 +232,13 @@ def test_a_protocol_can_have_several_sections():
         ({"online.budget.total_timesteps": -5}, "total_timesteps must be an integer >= 1"),
         ({"online.settings": {"seed": 3}}, "may not set seed: the harness sets"),
         ({"seeds": [0, 0]}, "seeds lists 0 twice"),
-        ({"seeds": [0, -1]}, "seeds must be a non-empty list of distinct integers >= 0"),
+        ({"seeds": [0, -1]}, "seeds must be a non-empty list of distinct integers from 0 to"),
+        (
+            {"seeds": [2**32]},
+            "seeds must be a non-empty list of distinct integers from 0 to 2**32 - 1 "
+            "(4294967295), e.g. [0, 1, 2], got 4294967296",
+        ),
+        ({"online.seeds": [0, 2**32]}, "[online] seeds must be a non-empty list of distinct"),
         (
             {"curricula": [{"name": "vlm", "backend": "gpt"}]},
             "vlm backend must be one of: auto, rules, gemini, openai, replay, got 'gpt'",
@@ -245,6 +251,11 @@ def test_spec_errors_name_the_key_and_the_accepted_values(changes, message):
     with pytest.raises(ValueError) as error:
         parse_spec(tiny(**changes))
     assert message in str(error.value)
+
+
+def test_the_largest_seed_every_learner_accepts_is_accepted():
+    runs = expand(parse_spec(tiny(seeds=[0, 2**32 - 1])))
+    assert sorted({run.seed for run in runs}) == [0, 2**32 - 1]
 
 
 def test_spec_without_protocols_is_refused():

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from gameon.benchmark import runner
+from gameon.benchmark import runner, runs
 from gameon.benchmark.commands import main
 from gameon.benchmark.matrix import expand, load_spec
+from gameon.benchmark.report import load_runs
 from gameon.benchmark.runner import (
     MatrixProgress,
     RunnerOptions,
@@ -90,9 +91,9 @@ def test_online_matrix_writes_valid_records(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out.startswith("tiny: 2 runs to do, 2 at a time: about ")
     assert "2 runs done now" in captured.out and "gameon bench report" in captured.out
-    progress = [line for line in captured.err.splitlines() if "runs done" in line]
-    assert progress[0].startswith("1/2 runs done, ~") and progress[0].endswith(" left")
-    assert progress[1] == "2/2 runs done"
+    progress = [line for line in captured.err.splitlines() if "runs finished" in line]
+    assert progress[0].startswith("1/2 runs finished, ~") and progress[0].endswith(" left")
+    assert progress[1] == "2/2 runs finished"
 
     before = {run_id: path.stat().st_mtime_ns for run_id, path in found.items()}
     assert main(command(spec_file(tmp_path), results)) == 0
@@ -142,9 +143,10 @@ def test_time_left_follows_the_pace_the_runs_finish_at() -> None:
     left = [2 * expected[1] - 1.0, 2 * expected[2], 2 * expected[3]]
     assert progress.seconds_left(running) == pytest.approx(schedule_seconds(left, 2))
     assert progress.completed(running) == pytest.approx(expected[0] + 0.5)
-    assert progress.line(running).startswith("1/4 runs done, ~")
-    progress.finish(runs[1].run_id, 1.0, measured=False)  # a failure does not set the pace
+    assert progress.line(running).startswith("1/4 runs finished, ~")
+    progress.finish(runs[1].run_id, 1.0, failed=True)  # a failure does not set the pace
     assert progress.factor == pytest.approx(2.0)
+    assert progress.line({}).startswith("2/4 runs finished (1 failed), ~")
 
 
 def test_time_left_of_each_kind_of_run_follows_the_pace_of_that_kind() -> None:
@@ -170,7 +172,7 @@ def test_durations_below_ten_seconds_are_shown_as_they_are(monkeypatch) -> None:
     texts = [duration_text(s) for s in (0.2, 3.4, 9.4, 14, 44, 89, 150, 5400)]
     assert texts == ["0 s", "3 s", "9 s", "10 s", "40 s", "90 s", "2 min", "1.5 h"]
     monkeypatch.setattr(runner, "run_seconds", lambda run: 3.0)
-    assert MatrixProgress(smoke_runs()[:1], workers=2).line({}) == "0/1 runs done, ~3 s left"
+    assert MatrixProgress(smoke_runs()[:1], workers=2).line({}) == "0/1 runs finished, ~3 s left"
 
 
 class FailsAtOnce(runner.LocalLauncher):
@@ -210,8 +212,8 @@ def test_on_a_ray_cluster_the_plan_and_the_time_left_ignore_this_machines_cpus(
     captured = capsys.readouterr()
     first = captured.out.splitlines()[0]
     assert first.startswith("tiny: 2 runs to do, as many at a time as the Ray cluster has CPUs: ")
-    progress = [line for line in captured.err.splitlines() if "runs done" in line]
-    assert progress == ["1/2 runs done, ~2 min left", "2/2 runs done"]
+    progress = [line for line in captured.err.splitlines() if "runs finished" in line]
+    assert progress == ["1/2 runs finished (1 failed), ~2 min left", "2/2 runs finished (2 failed)"]
 
     smoke = load_spec("smoke", check=False)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
@@ -235,6 +237,8 @@ def test_paths_are_printed_whole_and_short_times_as_they_are_in_a_log(
     assert len(failed) == 1 and failed[0].endswith(f"(see {run_dir / 'error.txt'})")
     assert f"records: {results}/<run_id>/record.json (matrix: {results}/matrix.json)" in lines
     assert f"  failed: online__Reach__fixed__ppo__s0 (see {run_dir}/error.txt)" in lines
+    reason = runs.failure_reason((run_dir / "error.txt").read_text())
+    assert reason == "worker process exited with status 1"  # not a line of its run.log
     assert lines[-1] == f"table and plots: gameon bench report {results}"
     summary = [line for line in lines if line.startswith("0 runs done now, 0 finished before")]
     assert re.fullmatch(
@@ -246,10 +250,52 @@ def test_a_different_spec_in_the_same_results_dir_is_refused(tmp_path, capsys):
     results = tmp_path / "results"
     assert main(command(spec_file(tmp_path), results, "--only", "nothing-matches")) == 2
     assert "no run id of matrix 'tiny' contains 'nothing-matches'" in capsys.readouterr().err
+    assert not results.exists()
     results.mkdir()
     (results / "matrix.json").write_text(json.dumps({"format": "gameon-matrix-v1", "runs": []}))
     assert main(command(spec_file(tmp_path), results)) == 2
-    assert "holds the results of another matrix" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "holds the results of another matrix" in captured.err
+    assert captured.out == ""  # refused before the plan line, which would promise runs
+
+
+def test_a_spec_that_cannot_run_is_refused_before_the_plan_line_and_creates_nothing(
+    tmp_path, capsys
+):
+    spec = spec_file(tmp_path, ONLINE + "settings = {{ no_such_setting = 1 }}\n")
+    results = tmp_path / "results"
+    assert main(command(spec, results)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no_such_setting is not a setting of ppo" in captured.err
+    assert not results.exists()
+
+
+@pytest.mark.parametrize("where", ["a_file", "a_file/below", "/proc/no_such_folder"])
+def test_a_results_path_that_cannot_be_a_folder_is_refused_in_one_line(tmp_path, capsys, where):
+    """No traceback: exit 2 and one line naming the path, before the plan line; nothing written."""
+    if where.startswith("/proc") and not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    (tmp_path / "a_file").write_text("mine\n")
+    results = tmp_path / where if not where.startswith("/") else Path(where)
+    assert main(command(spec_file(tmp_path), results)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert captured.err.startswith("gameon bench run: ") and str(results) in captured.err
+    assert "give --results a folder you can write to" in captured.err
+    assert (tmp_path / "a_file").read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "tiny.toml"]
+
+
+def test_when_every_run_failed_the_report_says_why_without_a_useless_retry(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(runner, "make_launcher", lambda options, lock_fd=None: FailsAtOnce(2))
+    results = tmp_path / "results"
+    args = ["bench", "run", str(spec_file(tmp_path)), "--results", str(results), "--retries", "0"]
+    assert main(args) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"no report: no valid run records in {results}: nothing to report" in out
+    assert "retry with" not in out
 
 
 def wait_for(condition, timeout: float, process: subprocess.Popen) -> None:
@@ -351,7 +397,10 @@ def test_failed_run_is_retried_then_recorded_as_an_error(tmp_path, monkeypatch, 
     monkeypatch.setenv("GAMEON_BENCH_FAULT", "raise:__s1")
     assert main(command(spec, results, "--retries", "0")) == 1
     failed = results / "online__Reach__fixed__ppo__s1"
-    assert "injected failure" in (failed / "error.txt").read_text()
+    reason = "RuntimeError: injected failure (GAMEON_BENCH_FAULT=raise:__s1)"
+    assert runs.failure_reason((failed / "error.txt").read_text()) == reason
+    skipped = {Path(s.path).name: s.reason for s in load_runs(results)[1]}
+    assert skipped == {failed.name: f"failed: {reason} (see {failed / 'error.txt'})"}
     assert not (failed / RECORD_FILE).exists()
     assert sorted(records(results)) == ["online__Reach__fixed__ppo__s0"]
     assert "1 failed" in capsys.readouterr().out
@@ -363,6 +412,42 @@ def test_failed_run_is_retried_then_recorded_as_an_error(tmp_path, monkeypatch, 
     assert load_record(failed).run_id == failed.name
     assert not (failed / "error.txt").exists()
     assert "(attempt 2)" in (failed / "run.log").read_text()
+
+
+def test_a_run_stopped_by_ctrl_c_is_reported_interrupted_and_a_rerun_runs_it(
+    tmp_path, monkeypatch, capsys
+):
+    """The worker's own error.txt: Ctrl-C is "interrupted" (exit 130), an exception "failed" with
+    its exception line as the reason; either way the same command runs the run again."""
+    spec = spec_file(tmp_path, seeds=(0,))
+    results = tmp_path / "results"
+    (run,) = expand(load_spec(spec, check=False))
+    run_dir = results / run.run_id
+    runs.prepare(run, run_dir)
+
+    def stopped(run, run_dir):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs, "execute", stopped)
+    assert runs.main([str(run_dir)]) == 130
+    text = (run_dir / "error.txt").read_text()
+    assert text.startswith(f"{run.run_id} interrupted:\n") and runs.was_interrupted(text)
+    ((_, reason),) = [(s.path, s.reason) for s in load_runs(results)[1]]
+    assert reason.startswith("interrupted (Ctrl-C) before its record was written; ")
+    assert "failed" not in reason
+
+    def broken(run, run_dir):
+        raise ValueError("Seed must be between 0 and 2**32 - 1")
+
+    monkeypatch.setattr(runs, "execute", broken)
+    assert runs.main([str(run_dir)]) == 1
+    ((_, reason),) = [(s.path, s.reason) for s in load_runs(results)[1]]
+    assert reason.startswith("failed: ValueError: Seed must be between 0 and 2**32 - 1 (see ")
+
+    monkeypatch.undo()
+    assert main(command(spec, results)) == 0
+    assert "1 runs done now, 0 finished before" in capsys.readouterr().out
+    assert load_record(run_dir).run_id == run.run_id and not (run_dir / "error.txt").exists()
 
 
 class LosesOneRunsNode(runner.LocalLauncher):

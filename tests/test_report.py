@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import warnings
 
 import numpy as np
@@ -180,6 +181,58 @@ def test_report_writes_to_out_dir(tmp_path) -> None:
     assert not (tmp_path / "runs" / "report.md").exists()
 
 
+def test_a_run_copied_into_other_folders_is_counted_once(tmp_path, capsys) -> None:
+    """Copies of one run folder are one seed, not several: the folder named after the run is
+    counted and the copies are listed as skipped, whatever order their names sort in."""
+    results = tmp_path / "results"
+    folders = [write_run(results, make_record(seed, FIXED[seed])) for seed in range(3)]
+    for copy in ("a_backup", "zz_copy"):
+        shutil.copytree(folders[0], results / copy)
+
+    paths = write_report(results)
+
+    (group,) = json.loads(paths.json.read_text())["groups"]
+    assert group["seeds"] == [0, 1, 2] and group["target_success_per_run"] == [0.25, 0.0, 0.5]
+    reason = f"same run as {folders[0]} (run id {folders[0].name}): counted once"
+    assert {s.path: s.reason for s in paths.skipped} == {
+        str(results / "a_backup"): reason,
+        str(results / "zz_copy"): reason,
+    }
+    assert "| 3 (0, 1, 2) |" in paths.markdown.read_text()
+    assert f"- `{results / 'zz_copy'}`: {reason}" in paths.markdown.read_text()
+    assert commands_main(["bench", "report", str(results)]) == 0
+    assert f"  {results / 'a_backup'}: {reason}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("out", ["a_file", "a_file/below", "report.md", "out/summary.JSON"])
+def test_an_out_that_is_not_a_folder_is_refused_in_one_line(tmp_path, capsys, out) -> None:
+    """--out is the report's folder: a file, a path below one or a file name is refused with
+    exit 2 and one line naming it, and nothing is written."""
+    results = tmp_path / "results"
+    write_run(results, make_record(0, FIXED[0]))
+    (tmp_path / "a_file").write_text("mine\n")
+    before = sorted(tmp_path.rglob("*"))
+    assert commands_main(["bench", "report", str(results), "--out", str(tmp_path / out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert captured.err.startswith("gameon bench report: ") and str(tmp_path / out) in captured.err
+    assert "folder" in captured.err
+    assert sorted(tmp_path.rglob("*")) == before
+    assert (tmp_path / "a_file").read_text() == "mine\n"
+
+
+def test_an_existing_folder_named_like_a_file_is_a_valid_out(tmp_path) -> None:
+    write_run(tmp_path / "runs", make_record(0, FIXED[0]))
+    (tmp_path / "reports.md").mkdir()
+    assert (
+        commands_main(
+            ["bench", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "reports.md")]
+        )
+        == 0
+    )
+    assert (tmp_path / "reports.md" / "report.md").is_file()
+
+
 def test_a_directory_without_valid_records_is_refused_and_nothing_written(tmp_path) -> None:
     (tmp_path / "runs").mkdir()
     with pytest.raises(ValueError, match="no run records in .*runs: nothing to report"):
@@ -343,11 +396,15 @@ def test_the_target_table_names_each_row_s_protocol_and_env(tmp_path) -> None:
 
 
 def test_a_failed_run_is_skipped_with_its_error(tmp_path) -> None:
+    """The reason is error.txt's last line (the exception's): an older worker's error.txt began
+    with "<run_id> failed:", which said nothing."""
     results = tmp_path / "results"
     for seed in range(3):
         write_run(results, make_record(seed, FIXED[seed]))
     (results / "crashed").mkdir()
-    (results / "crashed" / "error.txt").write_text("attempt 1: RuntimeError: boom\ntraceback\n")
+    (results / "crashed" / "error.txt").write_text(
+        "crashed failed:\nTraceback (most recent call last):\n  ...\nRuntimeError: boom\n\n"
+    )
     summary = json.loads(write_report(results).json.read_text())
     (skipped,) = summary["skipped"]
-    assert skipped["reason"].startswith("failed: attempt 1: RuntimeError: boom (see ")
+    assert skipped["reason"].startswith("failed: RuntimeError: boom (see ")
