@@ -9,8 +9,9 @@ Collect (every skill of the env, `episodes_per_skill` episodes each, sampled ins
 Datasets live under `--datasets-path` (default `$MINARI_DATASETS_PATH`, else `datasets/` in the
 working directory), at `DATASETS_PATH/DATASET_ID/`: Minari's `data/` folder (HDF5 episodes with
 observations `state` + `goal`, actions, the env's rewards, terminations, truncations and
-`infos["success"]`) and `episodes.json`, the per-episode record of instruction, skill, policy,
-noise, seed and success. The same record is in Minari's per-episode metadata.
+`infos["success"]`, one per step: the info of that step, with no entry for the reset as Minari's
+DataCollector would write) and `episodes.json`, the per-episode record of instruction, skill,
+policy, noise, seed and success. The same record is in Minari's per-episode metadata.
 
 `load` reads every episode into flat transition arrays (`OfflineData`) and splits episodes into
 segments: a segment ends at a step whose termination or truncation flag is set, or at the

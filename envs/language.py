@@ -179,6 +179,11 @@ def parse(text: str) -> Instruction:
         if skill == "tower":  # an unreadable colour list raises the accepted forms itself
             fields = (_tower_colours(groups[0], text),)
         elif skill == "push":
+            if groups[1] == "block":  # the colour's "block" was read as the direction
+                raise ValueError(
+                    f"cannot parse instruction {text!r}: a push needs a direction; "
+                    f"{_accepted('directions', [_DIRECTION_TEXT[d] for d in DIRECTIONS])}"
+                )
             fields = ((groups[0],), groups[1])
         elif skill == "place":
             fields = ((groups[0], groups[2]), _SIDE_FROM_TEXT[groups[1]])

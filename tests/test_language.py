@@ -338,3 +338,12 @@ def test_sample_too_few_blocks() -> None:
         sample("lift", ("pink", "red"), rng)
     with pytest.raises(ValueError, match="unknown skill"):
         sample("fly", ("red",), rng)
+
+
+def test_a_push_without_a_direction_says_so() -> None:
+    with pytest.raises(ValueError) as info:
+        parse("push the red block")
+    assert str(info.value) == (
+        "cannot parse instruction 'push the red block': a push needs a direction; "
+        "accepted directions: to the left, to the right, forward, backward"
+    )
