@@ -86,6 +86,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import json
+import math
 import shutil
 import sys
 import time
@@ -169,6 +170,11 @@ BAD_FILES_DIR = "bad_files"
 """Where a run whose committed files are bad keeps them (see the module docstring)."""
 KEPT_ON_REDO = ("run.json", "run.log", "error.txt", BAD_FILES_DIR)
 """What stays in a run folder that is re-done: the runner's files and earlier bad files."""
+STARTED_FILE = "started.json"
+"""Written when a run starts in a folder: a folder without it or a committed state is not a run,
+so nothing in it is removed (an uncommitted iteration's files are, in a run's own folder)."""
+RESUMABLE_CHANGES = ("iterations", "vlm_timeout", "vlm_retries")
+"""Config fields a resumed run may change: its budget, and how patiently requests are sent."""
 SEED_LOW, SEED_HIGH = 2**20, 2**31
 """Episode reset seeds come from this range, far from the evaluation suite's (10_000 + i)."""
 
@@ -379,8 +385,13 @@ class LoopConfig:
         check_max_cost(self.vlm_max_cost, self.curriculum, self.vlm_backend, self.vlm_model)
         make_loop_curriculum(self)  # e.g. hand's stages need a practice env that has them;
         # the vlm backend needs its key (gemini) or transcript (replay)
-        if self.seed_noise < 0:
-            raise ValueError(f"seed_noise must be >= 0, got {self.seed_noise}")
+        if not math.isfinite(self.seed_noise) or self.seed_noise < 0:
+            raise ValueError(f"seed_noise must be a number >= 0, got {self.seed_noise}")
+        if self.report_env_id == self.env_id:
+            raise ValueError(
+                f"report_env_id {self.report_env_id} is the target env_id, which is evaluated "
+                "anyway; give another env or leave report_env_id unset"
+            )
         for name in ("promote_threshold", "stop_threshold"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
@@ -429,8 +440,9 @@ def check_max_cost(max_cost: Any, curriculum: str, backend: str, model: str | No
     if max_cost is None:
         return
     check_curriculum_settings(curriculum, {"vlm_max_cost": max_cost})
-    if isinstance(max_cost, bool) or not isinstance(max_cost, int | float) or max_cost <= 0:
-        raise ValueError(f"vlm_max_cost must be an amount in USD > 0, got {max_cost!r}")
+    amount = isinstance(max_cost, int | float) and not isinstance(max_cost, bool)
+    if not amount or not math.isfinite(max_cost) or max_cost <= 0:
+        raise ValueError(f"vlm_max_cost must be a finite amount in USD > 0, got {max_cost!r}")
     if backend in FREE_BACKENDS or backend not in DEFAULT_MODELS:
         return
     model = model or DEFAULT_MODELS[backend]
@@ -521,9 +533,12 @@ def policy_dir(run_dir: Path, iteration: int) -> Path:
 
 
 def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
-    """The committed state of a run folder (None if new); ValueError if another config's."""
+    """The committed state of a run folder (None if new); ValueError if another config's, if
+    the run has done more iterations than `config` asks for, or if the folder holds files but
+    no run (see `check_run_folder`)."""
     path = run_dir / "state.json"
     if not path.is_file():
+        check_run_folder(run_dir)
         return None
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
@@ -533,11 +548,17 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
     except ValidationError as error:
         raise ValueError(f"{path} is not a valid collect state: {error}") from None
     saved, wanted = state.config, asdict(config)
-    changed = [k for k in wanted if k != "iterations" and saved.get(k) != wanted[k]]
+    changed = [k for k in wanted if k not in RESUMABLE_CHANGES and saved.get(k) != wanted[k]]
     if changed:
         raise ValueError(
             f"{run_dir} holds a run with another config ({', '.join(changed)} differ); "
-            "resume with the same config (only iterations may change) or use another run dir"
+            f"resume with the same config (only {', '.join(RESUMABLE_CHANGES)} may change) or "
+            "use another run dir"
+        )
+    if state.iteration > config.iterations:
+        raise ValueError(
+            f"{run_dir} holds a run that has done {state.iteration} iterations; resume or "
+            f"extend it with iterations {state.iteration} or more, not {config.iterations}"
         )
     base = run_dir.resolve()
     for checkpoint in learned_checkpoints(state.library):
@@ -548,6 +569,22 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
                 "absolute paths; move it back to resume it there"
             )
     return state
+
+
+def check_run_folder(run_dir: Path) -> None:
+    """ValueError if `run_dir` holds files but no collect run (no committed state, no
+    STARTED_FILE): a run there would remove its datasets/ and policies/ entries and record.json,
+    so only a new or empty folder (or the benchmark runner's files) is taken."""
+    if not run_dir.is_dir() or (run_dir / STARTED_FILE).is_file():
+        return
+    foreign = sorted(entry.name for entry in run_dir.iterdir() if entry.name not in KEPT_ON_REDO)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise ValueError(
+            f"{run_dir} holds files but no collect run ({shown}); give a new or empty folder, so "
+            "that nothing of yours is removed (a run killed before its first commit by a version "
+            "that did not mark its folder: remove the folder and start again)"
+        )
 
 
 def learned_checkpoints(library: dict[str, Any]) -> list[str]:
@@ -1069,7 +1106,7 @@ def run_record(config: LoopConfig, state: CollectState, run_dir: Path) -> RunRec
 
 def plot_curves(state: CollectState, path: Path) -> None:
     """Plot per-skill evaluated success per iteration to a PNG, atomically."""
-    title = f"collect: {state.config['curriculum']} + {state.config['learner']}"
+    title = f"collect: {state.curriculum_label} + {state.config['learner']}"
     atomic_write(path, skill_curves_png(state.curves, title=title))
 
 
@@ -1118,6 +1155,8 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
     if bad:
         redo_after_bad_files(run_dir, bad)
         state = None
+    if state is None:
+        atomic_write(run_dir / STARTED_FILE, json.dumps({"config": asdict(config)}, indent=2))
     curriculum = make_loop_curriculum(config, run_dir)
     if state is None:
         library = default_library(noise=config.seed_noise)

@@ -27,6 +27,7 @@ transcript, though the state that would have carried them was never saved.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -131,8 +132,10 @@ class VLMCurriculum(Curriculum):
     ) -> None:
         super().__init__(seed)
         amount = isinstance(max_cost, int | float) and not isinstance(max_cost, bool)
-        if max_cost is not None and (not amount or max_cost <= 0):
-            raise ValueError(f"max_cost must be a number of USD > 0 or None, got {max_cost!r}")
+        if max_cost is not None and (not amount or not math.isfinite(max_cost) or max_cost <= 0):
+            raise ValueError(
+                f"max_cost must be a finite number of USD > 0 or None, got {max_cost!r}"
+            )
         if interval is not None and (isinstance(interval, bool) or interval < 1):
             raise ValueError(f"interval must be >= 1 episodes or None, got {interval}")
         if proposal_size < 1:

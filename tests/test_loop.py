@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -109,8 +110,45 @@ def test_a_state_written_before_the_vlm_transport_settings_resumes(
         del state["config"][name]
     (tmp_path / "state.json").write_text(json.dumps(state))
     assert load_state(tmp_path, TINY).iteration == TINY.iterations
-    with pytest.raises(ValueError, match=r"\(vlm_timeout differ\)"):
-        load_state(tmp_path, replace(TINY, vlm_timeout=60.0))
+    patient = replace(TINY, vlm_timeout=60.0, vlm_retries=5)  # how requests are sent: may change
+    assert load_state(tmp_path, patient).iteration == TINY.iterations
+    with pytest.raises(ValueError, match=r"\(seed differ\)"):
+        load_state(tmp_path, replace(TINY, seed=1))
+
+
+def test_a_finished_run_is_not_cut_to_fewer_iterations_than_it_did(
+    tiny_run: tuple[Path, RunRecord],
+) -> None:
+    run_dir, _ = tiny_run
+    fewer = replace(TINY, iterations=TINY.iterations - 1)
+    with pytest.raises(ValueError, match=f"has done {TINY.iterations} iterations; resume or"):
+        load_state(run_dir, fewer)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"seed_noise": float("nan")}, "seed_noise must be a number >= 0, got nan"),
+        ({"seed_noise": -0.1}, "seed_noise must be a number >= 0, got -0.1"),
+        ({"report_env_id": TINY.env_id}, f"report_env_id {TINY.env_id} is the target env_id"),
+    ],
+)
+def test_settings_that_would_fail_late_are_refused_up_front(changes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        replace(TINY, **changes).validate()
+
+
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    mine = tmp_path / "project"
+    (mine / "datasets" / "mydata").mkdir(parents=True)
+    (mine / "datasets" / "mydata" / "a.txt").write_text("mine")
+    (mine / "record.json").write_text('{"mine": 1}')
+    with pytest.raises(
+        ValueError, match="holds files but no collect run \\(datasets, record.json\\)"
+    ):
+        run_experiment(TINY, mine, progress=False)
+    assert (mine / "datasets" / "mydata" / "a.txt").read_text() == "mine"
+    assert sorted(p.name for p in mine.iterdir()) == ["datasets", "record.json"]
 
 
 SCRIPT = """

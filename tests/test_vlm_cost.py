@@ -258,8 +258,11 @@ def test_bad_caps_are_refused_clearly() -> None:
         VLMCurriculum(TASKS, make_backend("rules"), 0, max_cost=0)
     with pytest.raises(ValueError, match="vlm_max_cost is only read by the vlm curriculum"):
         LoopConfig(curriculum="lp", vlm_max_cost=1.0).validate()
-    with pytest.raises(ValueError, match="vlm_max_cost must be an amount in USD > 0"):
-        LoopConfig(curriculum="vlm", vlm_max_cost=-1.0).validate()
+    for cap in (-1.0, float("nan"), float("inf")):  # nan would cap every call, silently
+        with pytest.raises(ValueError, match="vlm_max_cost must be a finite amount in USD > 0"):
+            LoopConfig(curriculum="vlm", vlm_max_cost=cap).validate()
+        with pytest.raises(ValueError, match="max_cost must be a finite number of USD > 0"):
+            VLMCurriculum(TASKS, make_backend("rules"), 0, max_cost=cap)
     unpriced = LoopConfig(
         curriculum="vlm", vlm_backend="openai", vlm_model="llama3", vlm_max_cost=1.0
     )
