@@ -85,6 +85,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import itertools
 import json
 import math
 import shutil
@@ -1132,6 +1133,20 @@ def finished(config: LoopConfig, state: CollectState | None) -> bool:
     return state.stopped is not None or state.iteration >= config.iterations
 
 
+def episode_progress(bar: Any, task: Any, count: int, then: str) -> Callable[[EpisodeRecord], None]:
+    """An embodiment callback that advances the episodes bar and, once the iteration's `count`
+    episodes are in, says what follows (`then`: training and evaluation, minutes without a bar
+    of their own)."""
+    episodes_in = itertools.count(1)
+
+    def advance(_: EpisodeRecord) -> None:
+        bar.advance(task)
+        if next(episodes_in) == count:
+            bar.update(task, description=then)
+
+    return advance
+
+
 @contextlib.contextmanager
 def progress_bar(enabled: bool) -> Iterator[Any]:
     """A rich progress display (on stderr) with an iterations bar and an episodes bar."""
@@ -1197,7 +1212,13 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
                 state,
                 curriculum,
                 embodiment,
-                on_episode=lambda _: bar.advance(episodes),
+                on_episode=episode_progress(
+                    bar,
+                    episodes,
+                    count,
+                    f"iteration {iteration}: training {config.learner} "
+                    f"({config.num_updates} updates), then evaluating",
+                ),
             )
             new.files = file_hashes(run_dir, new)
             new.transcript_entries = len(read_entries(run_dir / TRANSCRIPT_FILE))
@@ -1205,7 +1226,17 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
             state = new
             plot_curves(state, run_dir / "curves.png")
             bar.advance(iterations)
+        bar.update(iterations, total=state.iteration + 1, completed=state.iteration + 1)
+        bar.update(episodes, visible=False)  # the run is done: an early stop's bar would hang
     if state.targets is None:
+        if progress:
+            envs = [config.env_id, *([config.report_env_id] if config.report_env_id else [])]
+            print(
+                f"final evaluations on {', '.join(envs)}: {config.target_eval_episodes} episodes "
+                "per target skill, monolithic and composed",
+                file=sys.stderr,
+                flush=True,
+            )
         start = time.perf_counter()
         targets = evaluate_targets(config, run_dir, state)
         seconds = time.perf_counter() - start
