@@ -667,13 +667,24 @@ def bad_files(run_dir: Path, state: CollectState) -> list[BadFile]:
     return bad
 
 
+UNREADABLE_STATE = (json.JSONDecodeError, UnicodeDecodeError)
+"""A state.json that raises these is a bad file: the run is re-done, not refused."""
+
+
+def check_resumable(run_dir: Path, config: LoopConfig) -> None:
+    """What `load_checked_state` refuses (ValueError), without hashing the committed files: for a
+    check before the run, which checks them itself."""
+    with contextlib.suppress(*UNREADABLE_STATE):
+        load_state(run_dir, config)
+
+
 def load_checked_state(
     run_dir: Path, config: LoopConfig
 ) -> tuple[CollectState | None, list[BadFile]]:
     """The committed state (None if new) and its bad files; ValueError if another config's."""
     try:
         state = load_state(run_dir, config)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except UNREADABLE_STATE as error:
         return None, [BadFile(run_dir / "state.json", f"not JSON ({error})")]
     if state is None:
         return None, []

@@ -251,7 +251,7 @@ def demo(args: Demo) -> dict:
 def experiment(args: Any) -> RunRecord:
     """Run (or resume) a collect experiment (`args`: `experiment_options()`); print where its
     record and curves are."""
-    from gameon.experimenter.loop import LoopConfig, load_checked_state, run_experiment
+    from gameon.experimenter.loop import LoopConfig, check_resumable, run_experiment
     from gameon.records import RANKED_MODE
 
     config = LoopConfig(**{f.name: getattr(args, f.name) for f in fields(LoopConfig)})
@@ -262,7 +262,7 @@ def experiment(args: Any) -> RunRecord:
         raise UsageError(f"--run-dir {run_dir} is a file; give a folder (new, or a run to resume)")
     try:
         config.validate()
-        load_checked_state(run_dir, config)  # a damaged state is re-done by the run, not refused
+        check_resumable(run_dir, config)  # a damaged state is re-done by the run, not refused
     except ValueError as error:
         raise UsageError(" ".join(str(error).split())) from None
     try:
