@@ -3,7 +3,9 @@ continuous action.
 
 `CodedActions(env, coded_skills, max_skill_steps)` keeps the action space a single Box, so
 learners with continuous heads (PPO, SAC) use it unchanged: the env's 5-d action, then one
-selection score per coded skill, in the order of `coded_skills`.
+selection score per coded skill, in the order of `coded_skills`. It refuses up front coded
+skills that could never run (`check_coded_skills`: a source the sandbox's check refuses, or no
+working sandbox on this machine).
 
 The rule: let i be the coded skill with the largest score (the first on a tie). If its score is
 greater than 0, the wrapper runs coded skill i in the sandbox (`sandbox.SandboxedSkill`) on the
@@ -49,7 +51,13 @@ import numpy as np
 
 from gameon.envs import oracle
 from gameon.experimenter.coded_api import TEMPLATES, scene_message
-from gameon.experimenter.sandbox import SandboxedSkill, SandboxLimits, SkillRejected
+from gameon.experimenter.sandbox import (
+    SandboxedSkill,
+    SandboxLimits,
+    SkillRejected,
+    check_source,
+    namespace_command,
+)
 from gameon.experimenter.skills import CodedExecutor, SkillLibrary
 
 logger = logging.getLogger("gameon.coded_actions")
@@ -77,15 +85,13 @@ class CodedActions(gym.Wrapper):
             raise ValueError(f"CodedActions needs a 1-d Box action space, got {space}")
         if not coded_skills:
             raise ValueError("CodedActions needs at least one coded skill")
-        for name, source in coded_skills.items():
-            if not isinstance(name, str) or not name or not isinstance(source, str):
-                raise ValueError(f"a coded skill needs a name and source text, got {name!r}")
         if max_skill_steps < 1:
             raise ValueError(f"max_skill_steps must be >= 1, got {max_skill_steps}")
+        self.limits = limits or SandboxLimits()
+        check_coded_skills(coded_skills, self.limits)
         self.coded_skills = dict(coded_skills)
         self.names = list(self.coded_skills)
         self.max_skill_steps = max_skill_steps
-        self.limits = limits or SandboxLimits()
         self.continuous_size = space.shape[0]
         scores = np.ones(len(self.names), np.float32)
         self.action_space = gym.spaces.Box(
@@ -163,6 +169,23 @@ class CodedActions(gym.Wrapper):
         return steps, total, None, last
 
 
+def check_coded_skills(
+    coded_skills: Mapping[str, str], limits: SandboxLimits | None = None
+) -> None:
+    """Refuse, before any training, coded skills that could never run: a source the sandbox's
+    check refuses (ValueError naming the skill), or a machine where no sandbox works
+    (RuntimeError naming what to install). Either would otherwise be a rejection at every
+    selection, logged and survived, so the learner would train on with no coded action at all."""
+    for name, source in coded_skills.items():
+        if not isinstance(name, str) or not name or not isinstance(source, str):
+            raise ValueError(f"a coded skill needs a name and source text, got {name!r}")
+        try:
+            check_source(source, limits or SandboxLimits())
+        except SkillRejected as error:
+            raise ValueError(f"coded skill {name!r} cannot run: {error.reason}") from None
+    namespace_command()
+
+
 def vector_env_steps(info: Mapping[str, Any], ended: np.ndarray) -> np.ndarray:
     """Env steps each sub-env of a vector env took in its last step: `env_steps` from its info,
     or from `final_info` where an episode ended (SAME_STEP autoreset); 1 where absent."""
@@ -185,10 +208,12 @@ def coded_skills_from_library(path: str | Path) -> dict[str, str]:
 
 
 def load_coded_skills(spec: str) -> dict[str, str]:
-    """The coded skills a learner's `--coded-skills` names: "templates" or a library JSON path."""
+    """The coded skills a learner's `--coded-skills` names: "templates" or a library JSON path;
+    refused (`check_coded_skills`) if none could run here."""
     skills = dict(TEMPLATES) if spec == TEMPLATES_NAME else coded_skills_from_library(spec)
     if not skills:
         raise ValueError(f"{spec} holds no coded skills")
+    check_coded_skills(skills)
     return skills
 
 

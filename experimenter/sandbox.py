@@ -367,8 +367,14 @@ def _trial_failure(command: tuple[str, ...]) -> str:
 def namespace_command(tool: str | None = None) -> list[str]:
     """The command prefix that isolates the child: bwrap (read-only filesystem, private /tmp and
     /proc, no network, no capabilities), else unshare (user, network and pid namespaces, private
-    /proc); checked once to work by running `true` under it."""
-    tool = tool or os.environ.get(SANDBOX_ENV, "auto")
+    /proc); checked once to work by running `true` under it. RuntimeError if none works, or if
+    the environment variable GAMEON_SANDBOX names another tool."""
+    if tool is None:
+        tool = os.environ.get(SANDBOX_ENV) or "auto"
+        if tool not in ("auto", "bwrap", "unshare"):
+            raise RuntimeError(
+                f"{SANDBOX_ENV}={tool!r} names no sandbox tool; accepted: auto, bwrap, unshare"
+            )
     tools = ("bwrap", "unshare") if tool == "auto" else (tool,)
     problems = []
     for name in tools:

@@ -156,6 +156,18 @@ def test_an_action_too_large_for_a_float_is_a_rejection_and_the_episode_goes_on(
     env.close()
 
 
+def test_coded_skills_that_could_never_run_are_refused_up_front(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ValueError, match="coded skill 'bad' cannot run: import statements"):
+        wrapped({"stack": TEMPLATES["stack"], "bad": "import os\ndef skill(blocks):\n    pass\n"})
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither bwrap nor unshare
+    with pytest.raises(RuntimeError, match="apt-get install bubblewrap"):
+        wrapped(TEMPLATES)
+    with pytest.raises(RuntimeError, match="apt-get install bubblewrap"):
+        load_coded_skills("templates")
+
+
 def test_vector_env_steps_reads_final_info_where_an_episode_ended() -> None:
     info = {
         "env_steps": np.array([7, 0, 1]),

@@ -288,6 +288,14 @@ def test_missing_namespace_tool_names_what_to_install(
         run("def skill(blocks):\n    pass\n")
 
 
+def test_a_misspelt_sandbox_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GAMEON_SANDBOX", "bwarp")
+    with pytest.raises(RuntimeError, match="GAMEON_SANDBOX='bwarp' names no sandbox tool"):
+        namespace_command()
+    with pytest.raises(SkillRejected, match="GAMEON_SANDBOX='bwarp'"):
+        run("def skill(blocks):\n    pass\n")
+
+
 def test_child_sees_no_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-test-not-a-real-key-4242"
     monkeypatch.setenv("GEMINI_API_KEY", secret)

@@ -412,3 +412,19 @@ def test_a_coded_skill_without_trials_never_joins_the_library() -> None:
     assert embodiment.library.get("lift").executor.kind != "coded"
     reason = "not verified: no tasks of this skill in the practice env"
     assert coded["reason"] == reason and curriculum.failures == [("lift", reason)]
+
+
+class NoAgents(CodeLift):
+    """A curriculum whose agents must not be asked."""
+
+    def decide_code_or_learn(self, coded: dict[str, float]) -> list[modules.SkillDecision]:
+        raise AssertionError("the slow agent was asked on a machine without a sandbox")
+
+
+def test_coding_without_a_sandbox_stops_before_the_model_is_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither bwrap nor unshare
+    tasks = task_set("GameOn/Lift-v0")
+    with pytest.raises(RuntimeError, match="apt-get install bubblewrap"):
+        code_skills(NoAgents(), NoTrials(), tasks, [1, 2, 3], 0.8)

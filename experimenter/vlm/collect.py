@@ -29,6 +29,7 @@ from typing import Any
 from gameon.envs.language import Instruction
 from gameon.experimenter.curriculum import tasks_by_skill
 from gameon.experimenter.embodiment import Embodiment
+from gameon.experimenter.sandbox import namespace_command
 from gameon.experimenter.skills import (
     CodedExecutor,
     Skill,
@@ -163,7 +164,12 @@ def code_skills(
     threshold: float,
 ) -> dict[str, Any]:
     """Ask the slow agent what to code, the fast agent for the code, verify each coded skill on
-    the seeded trials (tasks of its skill drawn from `tasks`); return decisions and verdicts."""
+    the seeded trials (tasks of its skill drawn from `tasks`); return decisions and verdicts.
+
+    On a machine where no sandbox works this raises RuntimeError (naming what to install)
+    before the model is asked: every coded skill would be rejected unrun, so the run would pay
+    for code it can never verify and report the coding as tried."""
+    namespace_command()
     library = embodiment.library
     coded = {
         skill.name: float(skill.executor.verification["success_rate"])
