@@ -567,7 +567,7 @@ class SharedMemoryVectorEnv(VectorEnv):
             except BaseException:
                 self.close(terminate=True)  # e.g. Ctrl-C: later replies would answer old requests
                 raise
-            replies.append((worker, ("ok", []) if reply == NO_INFO_CHANGE else pickle.loads(reply)))
+            replies.append((worker, ("ok", []) if reply == NO_INFO_CHANGE else _unpickled(reply)))
         results, errors = [], []
         for part, (status, payload) in replies:
             if status == "ok":
@@ -585,6 +585,17 @@ class SharedMemoryVectorEnv(VectorEnv):
                 raise cause
             raise (error or cause) from cause
         return results
+
+
+def _unpickled(reply: bytes) -> tuple[str, Any]:
+    """A worker's pickled reply as (status, payload); one that does not unpickle here (a result
+    whose class cannot rebuild itself) becomes an error reply, so that `_receive` still reads
+    every other worker's reply to the same request and none answers a later one."""
+    try:
+        return pickle.loads(reply)
+    except Exception:
+        trace = traceback.format_exc()
+        return "error", (None, f"its reply could not be unpickled in the parent:\n{trace}")
 
 
 def _cpu_count() -> int:
@@ -756,9 +767,17 @@ def run_worker(
 
 
 def _error_reply(error: Exception) -> bytes:
-    """The error reply: the exception if it pickles (else None) and its formatted traceback."""
+    """The error reply: the exception if it survives a pickle round trip (else None) and its
+    formatted traceback.
+
+    The round trip is tried here because an exception can pickle but not unpickle (a class whose
+    `__init__` takes other arguments than its message): the parent would then lose the worker's
+    traceback to an unpickling TypeError of its own.
+    """
     trace = traceback.format_exc()
     try:
-        return pickle.dumps(("error", (error, trace)))
+        reply = pickle.dumps(("error", (error, trace)))
+        pickle.loads(reply)
+        return reply
     except Exception:
         return pickle.dumps(("error", (None, trace)))

@@ -270,6 +270,63 @@ def test_an_env_exception_is_raised_in_the_parent_and_the_env_stays_usable() -> 
             envs.step(np.zeros(5, np.float32))
 
 
+class TwoArgumentError(Exception):
+    """Pickles, but does not unpickle: pickle rebuilds it from its message alone."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+
+
+class Faulty(gym.Wrapper):
+    """Env `index` of a vector env; env `faulty` raises TwoArgumentError on its `at`-th step and
+    returns one from `make_error`, in whichever process it lives."""
+
+    def __init__(self, env: gym.Env, index: int, faulty: int, at: int) -> None:
+        super().__init__(env)
+        self.index, self.faulty, self.at, self.steps = index, faulty, at, 0
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        if self.index == self.faulty and self.steps == self.at:
+            raise TwoArgumentError(7, "the env's own error")
+        return self.env.step(action)
+
+    def make_error(self) -> Any:
+        return TwoArgumentError(7, "a result") if self.index == self.faulty else self.index
+
+
+def make_faulty(index: int, faulty: int, at: int) -> gym.Env:
+    return Faulty(gym.make("GameOn/Reach-v0"), index, faulty, at)
+
+
+def faulty_envs(num_envs: int, faulty: int, at: int = 2) -> SharedMemoryVectorEnv:
+    """One env per worker, forked so that TwoArgumentError is this module's class everywhere."""
+    env_fns = [functools.partial(make_faulty, i, faulty, at) for i in range(num_envs)]
+    return SharedMemoryVectorEnv(env_fns, workers=num_envs, context="fork")
+
+
+def test_a_worker_exception_that_does_not_unpickle_keeps_its_traceback() -> None:
+    """The exception pickles in the worker but not in the parent: its traceback still arrives,
+    and the last worker's reply is read, not left to answer the next step."""
+    envs = faulty_envs(3, faulty=1)
+    actions = np.zeros((3, 5), np.float32)
+    with closing(envs), time_limit(60):
+        envs.reset(seed=0)
+        envs.step(actions)
+        with pytest.raises(WorkerError, match=r"envs 1 to 1\) raised during step") as raised:
+            envs.step(actions)
+        assert "TwoArgumentError: 7: the env's own error" in str(raised.value)
+        assert envs.get_attr("steps") == (2, 2, 2)
+
+
+def test_a_reply_that_does_not_unpickle_raises_and_leaves_the_others_read() -> None:
+    envs = faulty_envs(3, faulty=1)
+    with closing(envs), time_limit(60):
+        with pytest.raises(WorkerError, match="could not be unpickled in the parent"):
+            envs.call("make_error")
+        assert envs.get_attr("index") == (0, 1, 2)
+
+
 def test_a_script_without_a_main_guard_is_told_why_its_workers_died(tmp_path) -> None:
     script = tmp_path / "no_guard.py"
     script.write_text(
