@@ -327,6 +327,42 @@ def test_a_reply_that_does_not_unpickle_raises_and_leaves_the_others_read() -> N
         assert envs.get_attr("index") == (0, 1, 2)
 
 
+class InterruptedHere(gym.Wrapper):
+    """Raises KeyboardInterrupt, as Ctrl-C would, on its `at`-th step in process `pid` only."""
+
+    def __init__(self, env: gym.Env, pid: int, at: int) -> None:
+        super().__init__(env)
+        self.pid, self.at, self.steps = pid, at, 0
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        if os.getpid() == self.pid and self.steps == self.at:
+            raise KeyboardInterrupt
+        return self.env.step(action)
+
+
+def make_interrupted(pid: int, at: int) -> gym.Env:
+    return InterruptedHere(gym.make("GameOn/Reach-v0"), pid, at)
+
+
+def test_ctrl_c_in_the_parents_own_envs_closes_the_vector_env() -> None:
+    """The workers got the step too: their replies, left unread, would answer the next step
+    before it was taken, so the vector env closes rather than return stale observations."""
+    make = functools.partial(make_interrupted, pid=os.getpid(), at=2)
+    envs = SharedMemoryVectorEnv([make, make], workers=2, context="fork")
+    pids = [worker.process.pid for worker in envs.workers]
+    actions = np.zeros((2, 5), np.float32)
+    with closing(envs), time_limit(60):
+        envs.reset(seed=0)
+        envs.step(actions)
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(actions)
+        assert envs.closed
+        assert not any(os.path.exists(f"/proc/{pid}/status") for pid in pids)
+        with pytest.raises(ClosedEnvironmentError, match="interrupted request"):
+            envs.step(actions)
+
+
 def test_a_script_without_a_main_guard_is_told_why_its_workers_died(tmp_path) -> None:
     script = tmp_path / "no_guard.py"
     script.write_text(
