@@ -167,6 +167,12 @@ def test_make_backend_names_what_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_p
         make_backend("replay")
     with pytest.raises(ValueError, match="no transcript to replay"):
         make_backend("replay", replay_path=tmp_path)
+    (tmp_path / "state.json").write_text('{\n "iterations": 1\n}\n')  # not a transcript
+    with pytest.raises(ValueError, match="records no VLM call to replay"):
+        make_backend("replay", replay_path=tmp_path / "state.json")
+    (tmp_path / "other.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(ValueError, match="is not a VLM transcript: its call 1 has no"):
+        make_backend("replay", replay_path=tmp_path / "other.jsonl")
     with pytest.raises(ValueError, match="takes no model"):
         make_backend("rules", model="x")
     monkeypatch.delenv("MY_KEY", raising=False)

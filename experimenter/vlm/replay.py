@@ -30,6 +30,21 @@ from gameon.experimenter.vlm.backend import (
 log = logging.getLogger(__name__)
 
 
+def check_calls(entries: list[dict[str, Any]], path: Path) -> None:
+    """Refuse (ValueError) a file that records no call, or lines that are not calls: a replay
+    of it would answer nothing, so every call of the run would fall back, labelled a replay."""
+    if not entries:
+        raise ValueError(f"{path} records no VLM call to replay; give a run's transcript.jsonl")
+    for number, entry in enumerate(entries, 1):
+        if not (
+            isinstance(entry.get("request_hash"), str) and isinstance(entry.get("module"), str)
+        ):
+            raise ValueError(
+                f"{path} is not a VLM transcript: its call {number} has no request_hash and "
+                "module; give a run's transcript.jsonl"
+            )
+
+
 class ReplayBackend(Backend):
     """Answers each request with the next recorded answer of its hash, else of its module."""
 
@@ -41,14 +56,16 @@ class ReplayBackend(Backend):
     ) -> None:
         """Load transcript_path (a transcript.jsonl, or the run dir holding one); a line torn
         by a kill mid-write is skipped, as `Transcript.entries()` does, and so are the calls of
-        an iteration that a kill abandoned (the resumed run's answers are the ones it used)."""
+        an iteration that a kill abandoned (the resumed run's answers are the ones it used).
+        A file with no call, or with lines that are not calls, is a ValueError (`check_calls`)."""
         path = Path(transcript_path)
         if path.is_dir():
             path = path / TRANSCRIPT_FILE
         if not path.exists():
             raise FileNotFoundError(f"no transcript at {path}")
         entries = replayable_entries(path)
-        first: dict[str, Any] = entries[0] if entries else {}
+        check_calls(entries, path)
+        first: dict[str, Any] = entries[0]
         super().__init__(
             "replay", str(first.get("model", "")), transcript, max_reasks=max_reasks, cache=False
         )
