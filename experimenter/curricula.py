@@ -39,6 +39,12 @@ _REGISTRY: dict[str, type[Curriculum]] = {
     )
 }
 CURRICULA = tuple(_REGISTRY)
+ONLINE_CURRICULA = tuple(
+    name for name, curriculum in _REGISTRY.items() if not curriculum.practises_off_target
+)
+"""The curricula an online learner (ppo, sac) trains with: it practises on the env it is
+evaluated on, where a curriculum that practises only what its target does not need (the
+negative control) has no task."""
 
 
 def curriculum_class(name: str) -> type[Curriculum]:
@@ -73,9 +79,18 @@ def make_curriculum(
     )
 
 
-def check_curriculum_settings(name: str, settings: Mapping[str, Any]) -> None:
-    """Refuse the first of `settings` that is given (neither None nor False) but read only by
-    other curricula than `name`, naming them (e.g. vlm_model for lp); also an unknown name."""
+def check_curriculum_settings(
+    name: str, settings: Mapping[str, Any], accepted: Sequence[str] = CURRICULA
+) -> None:
+    """Refuse a curriculum outside `accepted` (the caller's curricula: every one, or
+    `ONLINE_CURRICULA` for an online learner), listing them, then the first of `settings` that
+    is given (neither None nor False) but read only by other curricula than `name`, naming them
+    (e.g. vlm_model for lp)."""
+    if name not in accepted:
+        listed = ", ".join(accepted)
+        if name in _REGISTRY:
+            raise ValueError(f"curriculum {name!r} cannot train here; accepted: {listed}")
+        raise ValueError(f"unknown curriculum {name!r}; accepted: {listed}")
     reads = curriculum_class(name).settings
     for setting, value in settings.items():
         if value is None or value is False or setting in reads:

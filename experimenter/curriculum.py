@@ -160,6 +160,10 @@ class Curriculum(ABC):
     settings: ClassVar[tuple[str, ...]] = ()
     """Run settings (fields of LoopConfig or a learner's Args) that only this curriculum reads;
     `curricula.check_curriculum_settings` refuses them for any other curriculum."""
+    practises_off_target: ClassVar[bool] = False
+    """Whether it practises only skills its target does not need, so that it has no task on the
+    env it is evaluated on: online learners (ppo, sac), which practise there, refuse it
+    (`curricula.ONLINE_CURRICULA`); `gameon experiment` practises on another env."""
     keeps_transcript: ClassVar[bool] = False
     """Whether it writes what it asked a model to the run folder (`transcript.jsonl`), so a
     learner builds it again once that folder exists."""
@@ -861,6 +865,7 @@ class NegativeControl(_ControlCurriculum):
     matter. `tasks` stays the whole task set; `practice` is what it proposes."""
 
     name = "negative_control"
+    practises_off_target = True
 
     def __init__(
         self, tasks: Sequence[str], target_skills: Sequence[str] | str, seed: int | None = 0

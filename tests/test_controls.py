@@ -9,8 +9,15 @@ from collections import Counter
 
 import pytest
 
+from gameon.envs import ENV_IDS
 from gameon.envs.language import SKILLS, parse
-from gameon.experimenter.curricula import CURRICULA, curriculum_for_env, make_curriculum
+from gameon.experimenter.curricula import (
+    CURRICULA,
+    ONLINE_CURRICULA,
+    check_curriculum_settings,
+    curriculum_for_env,
+    make_curriculum,
+)
 from gameon.experimenter.curriculum import (
     NO_VLM_USAGE,
     NegativeControl,
@@ -49,6 +56,24 @@ def test_both_are_registered_and_labelled_by_their_names():
         assert isinstance(curriculum, cls) and curriculum.tasks == tuple(MULTI)
         assert curriculum.label == curriculum_label(curriculum) == name
         assert vlm_usage(curriculum) == NO_VLM_USAGE
+
+
+def test_an_online_learners_curricula_leave_out_the_negative_control_and_errors_list_them():
+    """Online learners practise on the env they are evaluated on, where the negative control has
+    no task: their unknown-curriculum error lists only what they can train with."""
+    assert ONLINE_CURRICULA == ("fixed", "hand", "lp", "vlm", "positive_control")
+    for env_id in ENV_IDS:
+        with pytest.raises(ValueError, match="no tasks left"):
+            curriculum_for_env(env_id, "negative_control", 0)
+    listed = "fixed, hand, lp, vlm, positive_control"
+    with pytest.raises(ValueError, match=f"^unknown curriculum 'bogus'; accepted: {listed}$"):
+        check_curriculum_settings("bogus", {}, accepted=ONLINE_CURRICULA)
+    with pytest.raises(
+        ValueError, match=f"^curriculum 'negative_control' cannot train here; accepted: {listed}$"
+    ):
+        check_curriculum_settings("negative_control", {}, accepted=ONLINE_CURRICULA)
+    with pytest.raises(ValueError, match=f"accepted: {listed}, negative_control$"):
+        check_curriculum_settings("bogus", {})  # the collect loop takes every curriculum
 
 
 def test_prerequisite_chains():
