@@ -364,6 +364,10 @@ def _stage_from_config(
     window = _stage_window(label, config, budget, min_window)
     if "skills" not in config and "instructions" not in config:
         raise ValueError(f"{label}: give 'skills', 'instructions' or both")
+    for key, example in (("skills", '["reach"]'), ("instructions", '["pick up the red block"]')):
+        value = config.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ValueError(f"{label}: {key} must be a list of strings, e.g. {key} = {example}")
     skills = list(config.get("skills", []))
     for skill in skills:
         if skill not in SKILLS:

@@ -217,6 +217,14 @@ def test_hand_state_of_another_budget_keeps_its_stage_windows():
             "cannot parse",
         ),
         ('[[stage]]\nname = "a"\nskills = ["reach"]\nwindw = 5\nthreshold = 0.5\n', "windw"),
+        (
+            '[[stage]]\nname = "a"\nskills = "reach"\nwindow = 5\nthreshold = 0.5\n',
+            r"stage 0 \('a'\): skills must be a list of strings, e\.g\. skills = \[\"reach\"\]",
+        ),
+        (
+            '[[stage]]\nname = "a"\ninstructions = "lift red"\nwindow = 5\nthreshold = 0.5\n',
+            "instructions must be a list of strings",
+        ),
         ("review = 0.1\n", "missing key 'stage'"),
         ("[[stage]\n", "not valid TOML"),
     ],
