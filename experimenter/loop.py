@@ -69,7 +69,13 @@ interrupted iteration, or the previous root whose deletion was interrupted) is r
 interrupted iteration runs again from its seeds, so it collects exactly the episodes it would have.
 A finished run started again with more `iterations` goes on from its last commit (the hand
 curriculum keeps the stage windows it started with); its record is removed only once the state
-has loaded, and written anew when the added iterations end.
+has loaded, and written anew when the added iterations end. A run that `auto_stop` ended as
+mastered stays stopped while auto_stop is on (asked for more iterations, it says so on stderr);
+resumed with auto_stop off, it goes on. Besides `iterations` and `auto_stop`, a resumed run may
+change how requests are sent (`vlm_timeout`, `vlm_retries`) and the settings its curriculum does
+not read (e.g. the VLM backend of a non-vlm run); any other change is refused. The state's
+`wall_seconds` counts each committed iteration and the final evaluations once (a final
+evaluation that an extension superseded is not counted).
 
 Bad files: the state also commits the sha256 of every file the next iteration reads (the dataset
 root's files, the policy checkpoints; `files`). On start, a committed file that is missing or
@@ -85,7 +91,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
-import itertools
 import json
 import math
 import shutil
@@ -108,6 +113,7 @@ from gameon.evaluation import SUITE_SEED
 from gameon.experimenter.curricula import (
     CURRICULA,
     check_curriculum_settings,
+    curriculum_class,
     curriculum_for_env,
 )
 from gameon.experimenter.curriculum import (
@@ -174,8 +180,11 @@ KEPT_ON_REDO = ("run.json", "run.log", "error.txt", BAD_FILES_DIR)
 STARTED_FILE = "started.json"
 """Written when a run starts in a folder: a folder without it or a committed state is not a run,
 so nothing in it is removed (an uncommitted iteration's files are, in a run's own folder)."""
-RESUMABLE_CHANGES = ("iterations", "vlm_timeout", "vlm_retries")
-"""Config fields a resumed run may change: its budget, and how patiently requests are sent."""
+RESUMABLE_CHANGES = ("iterations", "auto_stop", "vlm_timeout", "vlm_retries")
+"""Config fields a resumed run may change: its budget, whether it stops once mastered (which
+decides only when the run ends, never what an iteration does), and how patiently requests are
+sent. Besides these, a setting the run's curriculum does not read may change (`unread_settings`:
+e.g. vlm_backend of a fixed or lp run)."""
 SEED_LOW, SEED_HIGH = 2**20, 2**31
 """Episode reset seeds come from this range, far from the evaluation suite's (10_000 + i)."""
 
@@ -224,6 +233,12 @@ class CollectState(StrictModel):
     """the curriculum's VLM usage (the keys of gameon.records.VLMUsage)"""
     seed: int
     wall_seconds: float
+    """seconds of the work this state holds, each piece counted once: every committed
+    iteration's own seconds (collect, record, train, evaluate: `history[k]["seconds"]`) and,
+    once made, the final target evaluations (`targets`). Not counted: an interrupted
+    iteration's work (it is re-done and counted then), a final evaluation that an extension by
+    more iterations superseded (the extended run's own final evaluation replaces it), the time
+    between starts of a resumed run, and the checks and commits around the iterations."""
     files: dict[str, str] | None = None
     """sha256 by path relative to the run folder (None in states made before hashes)"""
     transcript_entries: int | None = None
@@ -290,7 +305,8 @@ class LoopConfig:
     stop_threshold: float = 0.9
     """the run stops when every target skill's evaluated success reaches this"""
     auto_stop: bool = True
-    """stop early once the target skills are mastered (otherwise run every iteration)"""
+    """stop early once the target skills are mastered (otherwise run every iteration); may change
+    on resume: a run it stopped as mastered goes on once resumed with auto_stop off"""
     vlm_backend: str = "rules"
     """vlm curriculum: rules (offline stand-in, labelled vlm[rules]) | gemini | openai | replay"""
     vlm_model: str | None = None
@@ -549,12 +565,14 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
     except ValidationError as error:
         raise ValueError(f"{path} is not a valid collect state: {error}") from None
     saved, wanted = state.config, asdict(config)
-    changed = [k for k in wanted if k not in RESUMABLE_CHANGES and saved.get(k) != wanted[k]]
+    free = {*RESUMABLE_CHANGES, *unread_settings(config.curriculum)}
+    changed = [k for k in wanted if k not in free and saved.get(k) != wanted[k]]
     if changed:
         raise ValueError(
             f"{run_dir} holds a run with another config ({', '.join(changed)} differ); "
-            f"resume with the same config (only {', '.join(RESUMABLE_CHANGES)} may change) or "
-            "use another run dir"
+            f"resume with the same config (only {', '.join(RESUMABLE_CHANGES)} may change, and "
+            f"the settings the {config.curriculum} curriculum does not read) or use another "
+            "run dir"
         )
     if state.iteration > config.iterations:
         raise ValueError(
@@ -570,6 +588,15 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
                 "absolute paths; move it back to resume it there"
             )
     return state
+
+
+def unread_settings(curriculum: str) -> set[str]:
+    """The config fields that only other curricula than `curriculum` read (e.g. vlm_backend and
+    the other vlm_* fields for every curriculum but vlm): nothing of such a run depends on them,
+    so a resumed run may change them. The vlm curriculum reads its backend, so a vlm run keeps it:
+    its iterations so far came from that backend's answers."""
+    read_by_some = {setting for name in CURRICULA for setting in curriculum_class(name).settings}
+    return read_by_some - set(curriculum_class(curriculum).settings)
 
 
 def check_run_folder(run_dir: Path) -> None:
@@ -838,19 +865,28 @@ def trial_seeds(config: LoopConfig, iteration: int, stream: int) -> list[int]:
 
 
 def demonstrate_failures(
-    config: LoopConfig, iteration: int, embodiment: Embodiment, records: Sequence[EpisodeRecord]
+    config: LoopConfig,
+    iteration: int,
+    embodiment: Embodiment,
+    records: Sequence[EpisodeRecord],
+    episodes: EpisodeBar,
 ) -> list[EpisodeRecord]:
     """demo collector: run each task the learner failed once more from the same start, every
     skill of its plan by the noisy scripted expert, so the data holds a whole demonstration of
-    what the learner cannot do yet (a takeover only shows the end of a skill)."""
+    what the learner cannot do yet (a takeover only shows the end of a skill). The episodes bar
+    counts them."""
     failed = [record for record in records if not record.attempt_success]
     rng = np.random.default_rng([config.seed, iteration, 4])
     noise_seeds = rng.integers(SEED_LOW, SEED_HIGH, size=len(failed))
     expert = ScriptedExecutor(config.seed_noise)
-    return [
-        embodiment.execute(record.instruction, record.seed, int(noise_seed), executor=expert)
-        for record, noise_seed in zip(failed, noise_seeds, strict=True)
-    ]
+    episodes.demonstrations(len(failed))
+    demonstrations = []
+    for record, noise_seed in zip(failed, noise_seeds, strict=True):
+        demonstrations.append(
+            embodiment.execute(record.instruction, record.seed, int(noise_seed), executor=expert)
+        )
+        episodes.advance()
+    return demonstrations
 
 
 def mastered(config: LoopConfig, rates: dict[str, float]) -> bool:
@@ -865,9 +901,10 @@ def run_iteration(
     state: CollectState | None,
     curriculum: Curriculum,
     embodiment: Embodiment,
-    on_episode: Callable[[EpisodeRecord], None],
-) -> dict:
-    """Collect, record, retrain and evaluate one iteration; return the state to commit."""
+    episodes: EpisodeBar,
+) -> CollectState:
+    """Collect, record, retrain and evaluate one iteration; return the state to commit. The
+    episodes bar counts the attempts and any demonstrations."""
     from gameon.experimenter.embodiment import ACTORS
 
     start = time.perf_counter()
@@ -881,13 +918,15 @@ def run_iteration(
         tasks, report = vlm_propose(curriculum, embodiment, seeds[0], count)
     else:
         tasks = curriculum.propose_batch(config.episodes_per_iteration)
-    records = embodiment.execute_many(tasks, seeds, noise_seeds, callback=on_episode)
+    episodes.start(count)
+    records = embodiment.execute_many(tasks, seeds, noise_seeds, callback=episodes.advance)
     demonstrations = []
     if iteration > 0:
         attempts = [Outcome(r.instruction, r.attempt_success, r.episode_return) for r in records]
         curriculum.update_batch(attempts)
         if config.collector == "demo":
-            demonstrations = demonstrate_failures(config, iteration, embodiment, records)
+            demonstrations = demonstrate_failures(config, iteration, embodiment, records, episodes)
+    episodes.collected()
 
     if state is None:
         root = dataset_root(run_dir, 0)
@@ -959,8 +998,14 @@ def run_iteration(
         curriculum_label=curriculum_label(curriculum),
         vlm=vlm_usage(curriculum),
         seed=config.seed,
-        wall_seconds=(0.0 if state is None else state.wall_seconds) + history[-1]["seconds"],
+        wall_seconds=iterations_seconds(history),  # a superseded final evaluation is not kept
     )
+
+
+def iterations_seconds(history: Sequence[dict[str, Any]]) -> float:
+    """The seconds of a run's committed iterations, each counted once (see
+    `CollectState.wall_seconds`: the final evaluations are added when they are made)."""
+    return float(sum(h["seconds"] for h in history))
 
 
 def evaluate_targets(
@@ -1138,24 +1183,66 @@ def write_outputs(config: LoopConfig, run_dir: Path, state: CollectState) -> Run
 
 
 def finished(config: LoopConfig, state: CollectState | None) -> bool:
-    """Whether the committed state ends the run (budget spent or target mastered)."""
+    """Whether the committed state ends the run: its budget is spent, or it stopped as mastered
+    and `auto_stop` is still on (resumed with auto_stop off, a mastered run goes on)."""
     if state is None:
         return False
-    return state.stopped is not None or state.iteration >= config.iterations
+    stopped = state.stopped == "mastered" and config.auto_stop
+    return stopped or state.iteration >= config.iterations
 
 
-def episode_progress(bar: Any, task: Any, count: int, then: str) -> Callable[[EpisodeRecord], None]:
-    """An embodiment callback that advances the episodes bar and, once the iteration's `count`
-    episodes are in, says what follows (`then`: training and evaluation, minutes without a bar
-    of their own)."""
-    episodes_in = itertools.count(1)
+def mastered_note(config: LoopConfig, run_dir: Path, state: CollectState | None) -> str | None:
+    """What to tell a user who asks a run that auto_stop ended as mastered for more iterations
+    than it was started with (None otherwise): auto_stop keeps it stopped, so no iteration is
+    added, and resuming with auto_stop off runs them."""
+    if state is None or state.stopped != "mastered" or not config.auto_stop:
+        return None
+    if config.iterations <= state.config["iterations"] or state.iteration >= config.iterations:
+        return None
+    return (
+        f"note: the run in {run_dir} stopped at iteration {state.iteration}, when every target "
+        f"skill reached stop_threshold {config.stop_threshold}, and auto_stop keeps it stopped: "
+        f"iterations {config.iterations} adds no iteration. To run more, resume with auto_stop "
+        "off (gameon experiment ... --no-auto-stop, or LoopConfig(auto_stop=False)); the run "
+        "goes on from its last commit"
+    )
 
-    def advance(_: EpisodeRecord) -> None:
-        bar.advance(task)
-        if next(episodes_in) == count:
-            bar.update(task, description=then)
 
-    return advance
+@dataclass
+class EpisodeBar:
+    """The episodes bar of one iteration: its attempts, then the demonstrations of the tasks the
+    learner failed (demo collector: known only once the attempts are in, so the total grows),
+    then what follows (`then`: training and evaluation, minutes without a bar of their own)."""
+
+    bar: Any
+    """the rich Progress"""
+    task: Any
+    """its episodes task"""
+    iteration: int
+    then: str
+    total: int = 0
+
+    def start(self, attempts: int) -> None:
+        """Show the iteration's `attempts` episodes, none done yet."""
+        self.total = attempts
+        description = f"iteration {self.iteration}: episodes"
+        self.bar.reset(self.task, total=attempts, description=description)
+
+    def advance(self, _: EpisodeRecord | None = None) -> None:
+        """One episode is in (an embodiment callback)."""
+        self.bar.advance(self.task)
+
+    def demonstrations(self, count: int) -> None:
+        """`count` demonstrations follow the attempts: count them in the bar and say so."""
+        if count == 0:
+            return
+        self.total += count
+        description = f"iteration {self.iteration}: demonstrations of {count} failed tasks"
+        self.bar.update(self.task, total=self.total, description=description)
+
+    def collected(self) -> None:
+        """Every episode of the iteration is in: say what follows."""
+        self.bar.update(self.task, description=self.then)
 
 
 @contextlib.contextmanager
@@ -1181,6 +1268,9 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
     if bad:
         redo_after_bad_files(run_dir, bad)
         state = None
+    note = mastered_note(config, run_dir, state)
+    if note is not None:  # before the progress bars, which would draw over it
+        print(note, file=sys.stderr, flush=True)
     if state is None:
         atomic_write(run_dir / STARTED_FILE, json.dumps({"config": asdict(config)}, indent=2))
     curriculum = make_loop_curriculum(config, run_dir)
@@ -1214,8 +1304,10 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
         episodes = bar.add_task("episodes", total=config.seed_episodes)
         while not finished(config, state):
             iteration = 0 if state is None else state.iteration + 1
-            count = config.seed_episodes if iteration == 0 else config.episodes_per_iteration
-            bar.reset(episodes, total=count, description=f"iteration {iteration}: episodes")
+            then = (
+                f"iteration {iteration}: training {config.learner} "
+                f"({config.num_updates} updates), then evaluating"
+            )
             new = run_iteration(
                 config,
                 run_dir,
@@ -1223,13 +1315,7 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
                 state,
                 curriculum,
                 embodiment,
-                on_episode=episode_progress(
-                    bar,
-                    episodes,
-                    count,
-                    f"iteration {iteration}: training {config.learner} "
-                    f"({config.num_updates} updates), then evaluating",
-                ),
+                EpisodeBar(bar, episodes, iteration, then),
             )
             new.files = file_hashes(run_dir, new)
             new.transcript_entries = len(read_entries(run_dir / TRANSCRIPT_FILE))

@@ -93,8 +93,11 @@ def experiment_options() -> type:
         """Run the collect protocol (the Game On cycle): practise tasks, record them, retrain,
         evaluate.
 
-        An existing run folder of the same config resumes where it stopped. With `--curriculum
-        vlm` a VLM backend proposes, decomposes and analyses (`--backend rules` runs offline).
+        An existing run folder of the same config resumes where it stopped; a resume may change
+        the iterations (more extend the run), auto-stop, the VLM request timeout and retries,
+        and the settings its curriculum does not read (e.g. the backend of a non-vlm run).
+        With `--curriculum vlm` a VLM backend proposes, decomposes and analyses (`--backend
+        rules` runs offline).
         """
 
         vlm_backend: Annotated[str, tyro.conf.arg(aliases=("--backend",))] = "rules"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -13,9 +15,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("minari")
 
+from rich.progress import Progress, TaskID  # noqa: E402
+
 from gameon.baselines.datasets import episode_records  # noqa: E402
 from gameon.benchmark.report import controls_check, summarise  # noqa: E402
 from gameon.envs import language  # noqa: E402
+from gameon.experimenter import loop  # noqa: E402
 from gameon.experimenter.embodiment import (  # noqa: E402
     ACTORS,
     Embodiment,
@@ -28,7 +33,7 @@ from gameon.experimenter.skills import (  # noqa: E402
     ScriptedExecutor,
     default_library,
 )
-from gameon.records import RANKED_MODE, load_record  # noqa: E402
+from gameon.records import RANKED_MODE, RunRecord, load_record  # noqa: E402
 from tests.record_factory import make_record  # noqa: E402
 
 TOWER = "build a tower of red, green and blue from the bottom up"
@@ -193,7 +198,30 @@ def test_a_demonstration_runs_every_skill_of_the_plan_with_the_given_executor(
     assert set(record.actors) == {SCRIPTED}
 
 
-def test_the_demo_collector_demonstrates_each_task_the_learner_failed(tmp_path: Path) -> None:
+class RecordingProgress(Progress):
+    """A rich Progress that draws nothing and keeps every description its tasks were given."""
+
+    def __init__(self) -> None:
+        super().__init__(disable=True)
+        self.descriptions: list[str] = []
+
+    def update(self, task_id: TaskID, **changes: Any) -> None:
+        if changes.get("description") is not None:
+            self.descriptions.append(changes["description"])
+        super().update(task_id, **changes)
+
+    def reset(self, task_id: TaskID, **changes: Any) -> None:
+        if changes.get("description") is not None:
+            self.descriptions.append(changes["description"])
+        super().reset(task_id, **changes)
+
+
+@pytest.fixture(scope="module")
+def demo_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, RunRecord, RecordingProgress]:
+    """A tiny demo-collector run, its progress bars kept (shown, so the loop drives them)."""
+    run_dir = tmp_path_factory.mktemp("demo")
     config = LoopConfig(
         env_id="GameOn/Tower-v0",
         curriculum="positive_control",
@@ -206,7 +234,17 @@ def test_the_demo_collector_demonstrates_each_task_the_learner_failed(tmp_path: 
         target_eval_episodes=1,
         auto_stop=False,
     )
-    record = run_experiment(config, tmp_path, progress=False)
+    bar = RecordingProgress()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loop, "progress_bar", lambda enabled: contextlib.nullcontext(bar))
+        record = run_experiment(config, run_dir, progress=True)
+    return run_dir, record, bar
+
+
+def test_the_demo_collector_demonstrates_each_task_the_learner_failed(
+    demo_run: tuple[Path, RunRecord, RecordingProgress],
+) -> None:
+    tmp_path, record, _ = demo_run
     collected = record.extra["iterations"][1]
     state_history = json.loads((tmp_path / "state.json").read_text())["history"]
     failed = [not success for success in state_history[1]["attempt_success"]]
@@ -224,6 +262,18 @@ def test_the_demo_collector_demonstrates_each_task_the_learner_failed(tmp_path: 
     for demonstration in demonstrations:
         assert demonstration["actor_steps"]["learned"] == 0
         assert demonstration["instruction"] in [a["instruction"] for a in attempts]
+
+
+def test_the_episodes_bar_counts_the_demonstrations(
+    demo_run: tuple[Path, RunRecord, RecordingProgress],
+) -> None:
+    _, record, bar = demo_run
+    demonstrations = record.extra["iterations"][1]["demonstrations"]
+    assert demonstrations > 0
+    episodes = next(task for task in bar.tasks if task.description.startswith("iteration 1"))
+    assert episodes.total == episodes.completed == 2 + demonstrations  # the last iteration's
+    assert f"iteration 1: demonstrations of {demonstrations} failed tasks" in bar.descriptions
+    assert bar.descriptions[-1].startswith("iteration 1: training bc")  # then what follows
 
 
 def test_the_report_says_whether_the_controls_separate() -> None:

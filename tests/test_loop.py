@@ -19,6 +19,7 @@ pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
 from gameon.baselines.datasets import episode_records  # noqa: E402
+from gameon.experimenter import loop  # noqa: E402
 from gameon.experimenter.loop import (  # noqa: E402
     DATASET_ID,
     LoopConfig,
@@ -252,6 +253,70 @@ def test_mastered_target_stops_the_run(tmp_path: Path) -> None:
     assert record.extra["target_mastered"]
     assert record.extra["dataset"]["episodes"] == TINY.seed_episodes
     assert run_experiment(config, tmp_path, progress=False).extra["iterations_done"] == 0
+
+
+def test_a_mastered_run_stays_stopped_with_auto_stop_and_says_how_to_go_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = replace(TINY, stop_threshold=0.0, auto_stop=True, iterations=1, num_updates=20)
+    config = replace(config, target_eval_episodes=1)
+    assert run_experiment(config, tmp_path, progress=False).extra["stopped"] == "mastered"
+    assert "auto_stop" not in capsys.readouterr().err
+    record = run_experiment(replace(config, iterations=3), tmp_path, progress=False)
+    assert record.extra["stopped"] == "mastered" and record.extra["iterations_done"] == 0
+    note = " ".join(capsys.readouterr().err.split())
+    assert "stopped at iteration 0, when every target skill reached stop_threshold 0.0" in note
+    assert "auto_stop keeps it stopped: iterations 3 adds no iteration" in note
+    assert "resume with auto_stop off (gameon experiment ... --no-auto-stop" in note
+    record = run_experiment(replace(config, auto_stop=False), tmp_path, progress=False)
+    assert record.extra["stopped"] == "budget" and record.extra["iterations_done"] == 1
+    assert record.extra["dataset"]["episodes"] == TINY.seed_episodes + TINY.episodes_per_iteration
+    assert load_record(tmp_path) == record
+
+
+def test_an_extended_run_counts_each_piece_of_work_once_in_its_wall_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first final evaluation is superseded by the extended run's: its seconds go."""
+    evaluate_targets, durations = loop.evaluate_targets, []
+
+    def slow_evaluate_targets(*args: object) -> list[dict]:
+        start = time.perf_counter()
+        time.sleep(0.5)  # so that counting it twice shows
+        targets = evaluate_targets(*args)
+        durations.append(time.perf_counter() - start)
+        return targets
+
+    monkeypatch.setattr(loop, "evaluate_targets", slow_evaluate_targets)
+    config = replace(TINY, iterations=1, num_updates=20, target_eval_episodes=1)
+    for iterations in (1, 2):
+        record = run_experiment(replace(config, iterations=iterations), tmp_path, progress=False)
+        state = json.loads((tmp_path / "state.json").read_text())
+        assert len(state["history"]) == iterations + 1 and len(durations) == iterations
+        iterations_seconds = sum(h["seconds"] for h in state["history"])
+        assert state["wall_seconds"] == pytest.approx(iterations_seconds + durations[-1], abs=0.1)
+        assert record.wall_seconds == state["wall_seconds"]
+
+
+def test_a_resumed_run_may_change_a_setting_its_curriculum_does_not_read(
+    tiny_run: tuple[Path, RunRecord], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run[0], run_dir)
+    other = replace(TINY, vlm_backend="gemini", vlm_proposal_size=2, vlm_add_skills=False)
+    record = run_experiment(other, run_dir, progress=False)  # fixed reads no vlm_* setting
+    assert record.extra["iterations_done"] == TINY.iterations
+    state = json.loads((run_dir / "state.json").read_text())
+    state["config"]["curriculum"] = "vlm"
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    vlm = replace(TINY, curriculum="vlm")
+    assert state["config"]["vlm_backend"] == "rules"  # a run that did nothing commits nothing
+    assert load_state(tmp_path, vlm).iteration == TINY.iterations
+    with pytest.raises(
+        ValueError,
+        match=r"another config \(vlm_backend differ\).*the settings the vlm curriculum does not",
+    ):
+        load_state(tmp_path, replace(vlm, vlm_backend="gemini"))
 
 
 def files_in(run_dir: Path) -> dict[str, bytes]:
