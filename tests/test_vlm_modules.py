@@ -148,6 +148,38 @@ def test_an_unusable_macro_is_re_asked_then_falls_back(
     assert len(backend.prompts) == 3 and error in backend.prompts[1]
 
 
+class Scripted(Backend):
+    """A backend that gives its JSON answers in order, keeping the prompts."""
+
+    def __init__(self, *answers: dict) -> None:
+        super().__init__("scripted", "test")
+        self.answers = [json.dumps(answer) for answer in answers]
+        self.prompts: list[str] = []
+
+    def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
+        self.prompts.append(prompt)
+        return self.answers.pop(0), Usage()
+
+
+def test_an_answer_missing_its_decision_key_is_re_asked_and_extra_keys_are_ignored() -> None:
+    library, colours = default_library(), ("red", "green", "blue")
+    stack = {"skill": "stack", "instruction": "stack the red block on the green block"}
+    backend = Scripted({"skil": "stack", "instruction": None}, {**stack, "confidence": 0.9})
+    found = modules.retrieve(backend, "put red onto green", library, colours)
+    assert (found.method, found.instruction) == ("model", stack["instruction"])
+    assert "skill: Field required" in backend.prompts[1]
+
+    backend = Scripted({"macro": {"name": "m"}}, {"skill": None, "notes": "none is due"})
+    assert modules.propose_skill(backend, library, {}) == (None, "")
+    assert "skill: Field required" in backend.prompts[1]
+
+    code = {"skill": "stack", "decision": "code", "reason": "stalled"}
+    backend = Scripted({"tasks": ["stack the red block on the green block"]}, {"decisions": [code]})
+    answer = modules.decide_code_or_learn(backend, library, {}, {}, {})
+    assert {d.skill: d.decision for d in answer.decisions}["stack"] == "code"
+    assert "decisions: Field required" in backend.prompts[1]
+
+
 def test_a_too_deeply_nested_coded_skill_is_re_asked_then_falls_back() -> None:
     source = "def skill(blocks):\n    x = 1" + "+1" * 250 + "\n"
     backend = Canned({"source": source, "rationale": ""})

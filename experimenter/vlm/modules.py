@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from gameon.envs.language import COLOURS, SKILLS, Instruction, all_instructions, parse
 from gameon.experimenter.sandbox import SkillRejected, check_source
@@ -62,29 +62,44 @@ LOW_SUCCESS = 0.2
 MIN_POINTS = 2
 
 
-class TaskProposal(BaseModel):
+class Answer(BaseModel):
+    """The base of every module's answer schema: unknown keys are ignored, on purpose.
+
+    Models often add keys of their own beside the asked ones ("confidence", "notes"); refusing
+    them would cost a re-ask (a whole prompt, with its image) and turn usable answers into
+    fallbacks, and the transcript keeps the raw answer anyway. What tolerance must not do is
+    read an answer with a misspelt or missing key (or one meant for another module) as "nothing
+    to do", so every key that carries the decision is required, null where null is an answer
+    (retrieve's unmatched step, add_skill's "no new skill"): such an answer is re-asked with
+    the missing key named. Keys with defaults only carry explanations (rationale, reason).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class TaskProposal(Answer):
     """The propose module's answer: tasks to practise next and why."""
 
     tasks: list[str] = Field(min_length=1)
     rationale: str = ""
 
 
-class Decomposition(BaseModel):
+class Decomposition(Answer):
     """The decompose module's answer: one instruction per skill to run, in order."""
 
     steps: list[str] = Field(min_length=1, max_length=MAX_STEPS)
     rationale: str = ""
 
 
-class RetrievalAnswer(BaseModel):
+class RetrievalAnswer(Answer):
     """The retrieve module's answer: the library skill and instruction of a step, or nulls."""
 
-    skill: str | None = None
-    instruction: str | None = None
+    skill: str | None
+    instruction: str | None
     reason: str = ""
 
 
-class SkillVerdict(BaseModel):
+class SkillVerdict(Answer):
     """How one skill's training is going."""
 
     skill: str
@@ -92,14 +107,14 @@ class SkillVerdict(BaseModel):
     reason: str = ""
 
 
-class Analysis(BaseModel):
+class Analysis(Answer):
     """The analyse module's answer: a verdict for every skill with a curve."""
 
     skills: list[SkillVerdict]
     summary: str = ""
 
 
-class MacroSpec(BaseModel):
+class MacroSpec(Answer):
     """A proposed macro skill: a template with slots {0}, {1}, ... and its steps."""
 
     name: str
@@ -108,14 +123,14 @@ class MacroSpec(BaseModel):
     description: str
 
 
-class SkillProposal(BaseModel):
+class SkillProposal(Answer):
     """The add_skill module's answer: a macro to verify, or null."""
 
-    skill: MacroSpec | None = None
+    skill: MacroSpec | None
     rationale: str = ""
 
 
-class SkillDecision(BaseModel):
+class SkillDecision(Answer):
     """Whether to keep learning a skill, write it as code, or replace its learning by code."""
 
     skill: str
@@ -123,14 +138,14 @@ class SkillDecision(BaseModel):
     reason: str = ""
 
 
-class CodeOrLearn(BaseModel):
+class CodeOrLearn(Answer):
     """The code_or_learn module's answer: decisions per skill (a skill left out is learned)."""
 
-    decisions: list[SkillDecision] = Field(default_factory=list)
+    decisions: list[SkillDecision]
     summary: str = ""
 
 
-class CodedSkillAnswer(BaseModel):
+class CodedSkillAnswer(Answer):
     """The write_code module's answer: a coded skill's Python source and why it should work."""
 
     source: str
