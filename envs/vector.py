@@ -18,7 +18,8 @@ observations, rewards, terminations, truncations and infos are equal, bit for bi
 envs see them; an exception in a worker is raised again in the parent with the worker's traceback
 as its cause; a worker that dies raises `WorkerError` and closes the vector env.
 
-Supported spaces: Box, Discrete, MultiDiscrete, MultiBinary and Dict or Tuple of those.
+Supported spaces: Box, Discrete, MultiDiscrete, MultiBinary and Dict or Tuple of those; an env
+with another (e.g. Text) is refused when the vector env is made, before any worker starts.
 """
 
 from __future__ import annotations
@@ -279,18 +280,49 @@ class SharedMemoryVectorEnv(VectorEnv):
         self.render_mode = first_env.render_mode
         self.single_observation_space = first_env.observation_space
         self.single_action_space = first_env.action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        envs = [first_env]  # this process's envs, closed if the vector env fails to start
+        try:
+            check_shared_space(self.single_observation_space, "observation_space")
+            check_shared_space(self.single_action_space, "action_space")
+            self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+            self.action_space = batch_space(self.single_action_space, self.num_envs)
+            spaces = (self.single_observation_space, self.single_action_space)
+            bounds = np.linspace(0, self.num_envs, workers + 1).round().astype(int).tolist()
+            buffers = self._start_workers(env_fns, bounds, spaces)
+            envs.extend(fn() for fn in env_fns[1 : bounds[1]])
+        except BaseException:
+            for env in envs:
+                env.close()
+            self.close(terminate=True)
+            raise
+        self.local = EnvSlice(envs, 0, self._views, self.autoreset_mode)
+        results = self._receive(self.workers, "start")
+        for worker, result in zip(self.workers, results, strict=True):
+            if result != spaces:
+                self.close(terminate=True)
+                raise RuntimeError(
+                    f"{worker} made envs with spaces {result}, unlike the first env's {spaces}"
+                )
+        del buffers  # only now: a starting worker unpickles the buffers' locks, gone with them
 
-        ctx = mp.get_context(context)
-        spaces = (self.single_observation_space, self.single_action_space)
+    def _start_workers(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        bounds: list[int],
+        spaces: tuple[gym.Space, gym.Space],
+    ) -> SharedBuffers:
+        """Allocate the shared memory and start a worker for each slice `bounds` gives after the
+        first (this process's); they make their envs and report their spaces to `_receive`.
+
+        Returns the buffers, which the caller keeps until every worker has reported: their
+        locks' semaphores, which a starting worker unpickles, are removed once they are gone.
+        """
+        ctx = mp.get_context(self.context)
         buffers = SharedBuffers.allocate(*spaces, self.num_envs, ctx)
         self._views = buffers.views(*spaces, self.num_envs)
         self._env_infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         self._infos: dict[str, Any] | None = None
         """The batched infos of `_env_infos`, rebuilt only when one of them changes."""
-
-        bounds = np.linspace(0, self.num_envs, workers + 1).round().astype(int).tolist()
         parent_ends = []
         for index, (first, stop) in enumerate(zip(bounds[1:-1], bounds[2:], strict=True)):
             parent_end, child_end = ctx.Pipe()
@@ -313,20 +345,7 @@ class SharedMemoryVectorEnv(VectorEnv):
             process.start()
             child_end.close()
             self.workers.append(Worker(process, parent_end, first, stop))
-        try:
-            envs = [first_env, *(fn() for fn in env_fns[1 : bounds[1]])]
-        except BaseException:
-            first_env.close()
-            self.close(terminate=True)
-            raise
-        self.local = EnvSlice(envs, 0, self._views, self.autoreset_mode)
-        results = self._receive(self.workers, "start")
-        for worker, result in zip(self.workers, results, strict=True):
-            if result != spaces:
-                self.close(terminate=True)
-                raise RuntimeError(
-                    f"{worker} made envs with spaces {result}, unlike the first env's {spaces}"
-                )
+        return buffers
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:
@@ -610,6 +629,34 @@ def _unpickled(reply: bytes) -> tuple[str, Any]:
     except Exception:
         trace = traceback.format_exc()
         return "error", (None, f"its reply could not be unpickled in the parent:\n{trace}")
+
+
+SHARED_SPACES = (
+    gym.spaces.Box,
+    gym.spaces.Discrete,
+    gym.spaces.MultiDiscrete,
+    gym.spaces.MultiBinary,
+)
+"""The spaces whose samples are fixed-size arrays, which shared memory holds (alone or in Dict and
+Tuple spaces)."""
+
+
+def check_shared_space(space: gym.Space, where: str) -> None:
+    """ValueError naming the first part of `space` (`where`: its path) that shared memory cannot
+    hold, e.g. a Text space, whose samples are strings of any length."""
+    if isinstance(space, gym.spaces.Dict):
+        for key, part in space.spaces.items():
+            check_shared_space(part, f"{where}[{key!r}]")
+    elif isinstance(space, gym.spaces.Tuple):
+        for index, part in enumerate(space.spaces):
+            check_shared_space(part, f"{where}[{index}]")
+    elif not isinstance(space, SHARED_SPACES):
+        raise ValueError(
+            f"the env's {where} is {space}, which the shared-memory vector env cannot hold (it "
+            "holds Box, Discrete, MultiDiscrete and MultiBinary spaces, alone or in Dict and "
+            "Tuple); use gymnasium's vector envs: gym.make_vec(env_id, num_envs, "
+            "vectorization_mode='sync' or 'async')"
+        )
 
 
 def _cpu_count() -> int:

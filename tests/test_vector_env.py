@@ -363,6 +363,36 @@ def test_ctrl_c_in_the_parents_own_envs_closes_the_vector_env() -> None:
             envs.step(actions)
 
 
+class InstructionText(gym.ObservationWrapper):
+    """Adds the instruction as text (a Text space, which shared memory cannot hold); records its
+    closing."""
+
+    closed = 0
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        text = gym.spaces.Text(200, charset="abcdefghijklmnopqrstuvwxyz ,")
+        self.observation_space = gym.spaces.Dict({**env.observation_space.spaces, "text": text})
+
+    def observation(self, observation: dict[str, Any]) -> dict[str, Any]:
+        return {**observation, "text": self.get_wrapper_attr("_instruction_text")}
+
+    def close(self) -> None:
+        InstructionText.closed += 1
+        super().close()
+
+
+def test_a_space_shared_memory_cannot_hold_is_refused_before_any_worker_starts() -> None:
+    children = set(mp.active_children())
+    with pytest.raises(
+        ValueError,
+        match=r"observation_space\['text'\] is Text\(.*vectorization_mode='sync' or 'async'",
+    ):
+        make_vec("GameOn/Reach-v0", 2, workers=2, wrappers=[InstructionText])
+    assert InstructionText.closed == 1, "the env made to read the spaces is closed"
+    assert set(mp.active_children()) == children
+
+
 def test_a_script_without_a_main_guard_is_told_why_its_workers_died(tmp_path) -> None:
     script = tmp_path / "no_guard.py"
     script.write_text(
