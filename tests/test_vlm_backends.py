@@ -176,6 +176,21 @@ def test_malformed_json_then_good_reasks(server: FakeServer, tmp_path: Path) -> 
     assert server.requests[1]["messages"][0]["content"][0]["text"] == second["prompt"]
 
 
+def test_a_refusal_and_an_answer_without_choices_are_billed_and_re_asked(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    refusal = json.loads(completion("", 13, 3).body)
+    refusal["choices"][0]["message"] = {"role": "assistant", "content": None, "refusal": "no"}
+    no_choices = {**refusal, "choices": []}
+    server.script(Scripted(200, json.dumps(refusal)), Scripted(200, json.dumps(no_choices)), good())
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
+    first, second, third = backend.transcript.entries()
+    assert first["error"] == "the answer has no text (refused: no)"
+    assert second["error"] == "the response has no choices" and third["error"] is None
+    assert backend.calls == 3 and backend.total_usage.prompt_tokens == 13 + 13 + 11
+
+
 def test_schema_violation_until_limit_raises(server: FakeServer, tmp_path: Path) -> None:
     bad = completion(json.dumps({"skill": "grasp"}))  # steps missing
     server.script(bad, bad, bad)

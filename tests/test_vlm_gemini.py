@@ -149,6 +149,21 @@ def test_malformed_json_then_good_reasks(server: FakeGemini, tmp_path: Path) -> 
     assert texts == [second["prompt"]]
 
 
+def test_an_answer_without_text_is_billed_and_re_asked(server: FakeGemini, tmp_path: Path) -> None:
+    blocked = {
+        "candidates": [{"finishReason": "SAFETY", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 11, "thoughtsTokenCount": 5, "totalTokenCount": 16},
+    }
+    server.script(Scripted(200, json.dumps(blocked)), good())
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
+    first, second = backend.transcript.entries()
+    assert first["raw_response"] == "" and "SAFETY" in first["error"]
+    assert first["usage"] == {"prompt_tokens": 11, "completion_tokens": 5}
+    assert "SAFETY" in second["prompt"] and second["error"] is None
+    assert backend.calls == 2 and backend.total_usage.completion_tokens == 5 + 7
+
+
 def test_429_then_success_is_retried_by_client(server: FakeGemini, tmp_path: Path) -> None:
     server.script(error_reply(429), good())
     backend = make_backend(server, tmp_path, attempts=3)

@@ -54,6 +54,18 @@ class Usage:
         )
 
 
+class EmptyAnswer(Exception):
+    """Raised by a backend's `_complete` for a response served without answer text (a safety
+    block, a refusal, a token limit). Unlike a transport failure it was billed and says nothing
+    about the server being down, so `generate` counts it as a call with its usage and re-asks it
+    like an invalid answer, showing `reason`."""
+
+    def __init__(self, reason: str, usage: Usage) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.usage = usage
+
+
 def redact(text: str, secrets: Sequence[str]) -> str:
     """Replace every occurrence of any non-empty secret in text by "***"."""
     for secret in secrets:
@@ -344,6 +356,7 @@ class Backend(ABC):
             raw = self._cached_raw(req_hash)
             cached = raw is not None
             usage = Usage()
+            empty = ""
             start = time.perf_counter()
             if raw is None:
                 reason = None if self.cost_cap is None else self.cost_cap()
@@ -353,6 +366,8 @@ class Backend(ABC):
                     raw, usage = self._complete_request(
                         current_prompt, pngs, schema, req_hash, module
                     )
+                except EmptyAnswer as answered:  # served and billed, but nothing to parse
+                    raw, usage, empty = "", answered.usage, answered.reason
                 except Exception as exc:  # transport failure after the client's own retries
                     message = self._redact(f"{type(exc).__name__}: {exc}")
                     self._record(
@@ -373,6 +388,8 @@ class Backend(ABC):
                 self.total_usage = self.total_usage + usage
             latency = time.perf_counter() - start
             try:
+                if empty:
+                    raise ValueError(empty)
                 answer = schema_model.model_validate_json(raw)
                 if validate is not None:
                     validate(answer)

@@ -7,7 +7,7 @@ import os
 from google import genai
 from google.genai import types
 
-from gameon.experimenter.vlm.backend import Backend, Transcript, Usage
+from gameon.experimenter.vlm.backend import Backend, EmptyAnswer, Transcript, Usage
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 RETRY_STATUS_CODES = [408, 429, 500, 502, 503, 504]
@@ -18,10 +18,11 @@ class GeminiBackend(Backend):
 
     Rate limits (429), server errors (5xx), connection errors and timeouts are retried by the
     client itself (`attempts` tries in all, exponential backoff from `initial_delay` seconds);
-    whatever still fails becomes a VLMError in `Backend.generate`. The API key is read from
-    GEMINI_API_KEY (else GOOGLE_API_KEY) once, here; it travels in the `x-goog-api-key` header,
-    never in the URL, and is registered as a secret, so it is scrubbed from every error message
-    and transcript entry.
+    whatever still fails becomes a VLMError in `Backend.generate`. A response without text (a
+    safety block, a token limit) is billed: its tokens count and it is re-asked. The API key is
+    read from GEMINI_API_KEY (else GOOGLE_API_KEY) once, here; it travels in the
+    `x-goog-api-key` header, never in the URL, and is registered as a secret, so it is scrubbed
+    from every error message and transcript entry.
     """
 
     def __init__(
@@ -75,12 +76,6 @@ class GeminiBackend(Backend):
         response = self._client.models.generate_content(
             model=self.model, contents=contents, config=config
         )
-        text = response.text
-        if text is None:
-            reason = ""
-            if response.candidates:
-                reason = str(response.candidates[0].finish_reason or "")
-            raise RuntimeError(f"response has no text {reason}".strip())
         usage = Usage()
         meta = response.usage_metadata
         if meta is not None:  # thinking tokens are billed as output: counted as completion
@@ -89,4 +84,22 @@ class GeminiBackend(Backend):
                 completion_tokens=int(meta.candidates_token_count or 0)
                 + int(meta.thoughts_token_count or 0),
             )
+        text = response.text
+        if text is None:
+            raise EmptyAnswer(f"the answer has no text ({_why_no_text(response)})", usage)
         return text, usage
+
+
+def _why_no_text(response: types.GenerateContentResponse) -> str:
+    """The finish reason of a response without text, or why its prompt was blocked."""
+    if response.candidates and response.candidates[0].finish_reason:
+        return f"finish reason {_name(response.candidates[0].finish_reason)}"
+    feedback = response.prompt_feedback
+    if feedback is not None and feedback.block_reason:
+        return f"prompt blocked: {_name(feedback.block_reason)}"
+    return "no reason given"
+
+
+def _name(value: object) -> str:
+    """An enum member's name (SAFETY), else the value as text."""
+    return str(getattr(value, "name", value))

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 import openai
 
-from gameon.experimenter.vlm.backend import Backend, Transcript, Usage
+from gameon.experimenter.vlm.backend import Backend, EmptyAnswer, Transcript, Usage
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -25,9 +25,10 @@ class OpenAIBackend(Backend):
 
     Rate limits (429), server errors (5xx), connection errors and timeouts are retried by the
     client itself (`max_retries`, exponential backoff honouring `retry-after`); whatever still
-    fails becomes a VLMError. The API key is read from `api_key_env` once, here, and lives only
-    inside the client; it is registered as a secret, so it is scrubbed from every error message
-    and transcript entry.
+    fails becomes a VLMError. A response without text (a refusal, a token limit) is billed: its
+    tokens count and it is re-asked. The API key is read from `api_key_env` once, here, and
+    lives only inside the client; it is registered as a secret, so it is scrubbed from every
+    error message and transcript entry.
     """
 
     def __init__(
@@ -81,13 +82,17 @@ class OpenAIBackend(Backend):
             },
             **kwargs,
         )
-        if not response.choices:
-            raise RuntimeError("response has no choices")
-        text = response.choices[0].message.content or ""
         usage = Usage()
         if response.usage is not None:
             usage = Usage(
                 prompt_tokens=int(response.usage.prompt_tokens or 0),
                 completion_tokens=int(response.usage.completion_tokens or 0),
             )
-        return text, usage
+        if not response.choices:
+            raise EmptyAnswer("the response has no choices", usage)
+        choice = response.choices[0]
+        if not choice.message.content:
+            refusal = getattr(choice.message, "refusal", None)
+            why = f"refused: {refusal}" if refusal else f"finish reason {choice.finish_reason}"
+            raise EmptyAnswer(f"the answer has no text ({why})", usage)
+        return choice.message.content, usage
