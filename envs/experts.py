@@ -50,11 +50,15 @@ class Expert:
         self._grip = OPEN
         self._script: Script | None = None
         """None until the first reset(): act() then refuses, rather than hold still"""
+        self._episode: SceneState | None = None
+        """The env's start scene when the script was planned: the env makes a new one at every
+        reset and set_instruction, which the script was not planned for."""
 
     def reset(self) -> None:
         """Start the script for the env's current instruction (call after env.reset)."""
         self._grip = OPEN
         self._script = self._plan(self.env.instruction)
+        self._episode = self.env.start_scene
 
     def act(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         """The next action, given the latest observation."""
@@ -62,6 +66,12 @@ class Expert:
             raise RuntimeError(
                 "call expert.reset() after env.reset() and before act(): it plans the episode's "
                 "instruction"
+            )
+        if self.env.start_scene is not self._episode:
+            raise RuntimeError(
+                "the env was reset, or given a new instruction, since expert.reset(): call "
+                "expert.reset() after each env.reset(), so that it plans the new episode's "
+                "instruction rather than go on with the last one's script"
             )
         if "state" in observation:
             state = observation["state"]

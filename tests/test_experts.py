@@ -34,6 +34,26 @@ def test_noise_is_seeded_and_perturbs_the_actions():
     assert noisy.dtype == np.float32 and np.abs(noisy).max() <= 1.0
 
 
+def test_act_after_an_env_reset_without_expert_reset_raises():
+    """The script was planned for the last episode's instruction: going on with it would record
+    wrong actions for the new one."""
+    env = gym.make("GameOn/MultiSkill-v0")
+    observation, _ = env.reset(seed=0, options={"instruction": "pick up the red block"})
+    expert = make_expert(env, seed=0)
+    expert.reset()
+    expert.act(observation)
+    observation, _ = env.reset(seed=1, options={"instruction": "push the blue block forward"})
+    with pytest.raises(RuntimeError, match=r"call expert.reset\(\) after each env.reset\(\)"):
+        expert.act(observation)
+    expert.reset()
+    expert.act(observation)
+    observation = env.unwrapped.set_instruction("pick up the green block")
+    with pytest.raises(RuntimeError, match="given a new instruction"):
+        expert.act(observation)
+    expert.reset()
+    expert.act(observation)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_expert_success_over_200_episodes(env_id):
