@@ -168,7 +168,10 @@ def _tower_colours(names: str, text: str) -> tuple[str, ...]:
 
 
 def parse(text: str) -> Instruction:
-    """Parse an instruction text (canonical or a documented paraphrase) into an Instruction."""
+    """Parse an instruction text (canonical or a documented paraphrase) into an Instruction;
+    TypeError for anything but a str (e.g. None, or an Instruction, which needs no parsing)."""
+    if not isinstance(text, str):
+        raise TypeError(f"an instruction to parse must be text (str), got {type(text).__name__}")
     clean = _SPACES.sub(" ", text).strip().lower().rstrip(".").strip()
     clean = _COMMA.sub(", ", clean)
     for skill, pattern in _PATTERNS:

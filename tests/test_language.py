@@ -347,3 +347,9 @@ def test_a_push_without_a_direction_says_so() -> None:
         "cannot parse instruction 'push the red block': a push needs a direction; "
         "accepted directions: to the left, to the right, forward, backward"
     )
+
+
+@pytest.mark.parametrize("text", [None, 3, b"pick up the red block", ["pick up the red block"]])
+def test_parse_of_anything_but_text_says_it_needs_text(text: object) -> None:
+    with pytest.raises(TypeError, match=r"^an instruction to parse must be text \(str\), got "):
+        parse(text)  # type: ignore[arg-type]
