@@ -50,6 +50,7 @@ __all__ = [
     "SceneState",
     "StackingEnv",
     "TargetRelative",
+    "make_vec",
     "parse",
     "success",
     "target_relative",

@@ -107,6 +107,14 @@ def test_env_ids_are_exactly_the_registered_gameon_envs():
     assert registered == set(ENV_IDS)
 
 
+def test_the_package_exports_what_the_readme_uses_from_it():
+    import gameon.envs
+
+    exported = {"ENV_IDS", "ENV_SKILLS", "StackingEnv", "TargetRelative", "make_vec", "parse"}
+    assert exported <= set(gameon.envs.__all__)
+    assert all(hasattr(gameon.envs, name) for name in gameon.envs.__all__)
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_registered_env_passes_check_env_without_warnings(make_env, env_id):
     env = make_env(env_id)
