@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -160,6 +160,10 @@ class StackingEnv(gym.Env):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
+        if not isinstance(options, Mapping):
+            raise ValueError(
+                f"reset options must be a dict, e.g. {{'instruction': text}}, got {options!r}"
+            )
         for key in options:
             _choice("reset option", key, RESET_OPTIONS)
         self.instruction = self._instruction(options.get("instruction"))

@@ -297,6 +297,8 @@ def test_multiskill_samples_several_skills(make_env):
         ),
         (MULTI, {"instruction": "stack the red block on the red block"}, ("more than once",)),
         (MULTI, {"instruction": 42}, ("text or an Instruction", "int")),
+        (MULTI, "instruction", ("reset options must be a dict", "'instruction'")),
+        (MULTI, ["instruction"], ("reset options must be a dict", "['instruction']")),
     ],
     ids=[
         "other-skill",
@@ -307,6 +309,8 @@ def test_multiskill_samples_several_skills(make_env):
         "unknown-direction",
         "repeated-block",
         "not-text",
+        "options-a-string",
+        "options-a-list",
     ],
 )
 def test_bad_reset_options_raise_naming_accepted_values(make_env, env_id, options, expected):
