@@ -470,6 +470,19 @@ def propose_skill(
 # -- coded skills (after RL-GPT: a slow agent decides, a fast agent writes the code) -------------
 
 
+def runs_as_steps(library: SkillLibrary, name: str) -> bool:
+    """Whether the library runs instructions of grammar skill `name` as other skills' steps (a
+    tower as its stacks, or a macro that matches them), judged on its first instruction over
+    three colours: an executor of its own, e.g. code, would then never run."""
+    if name not in SKILLS:
+        return False
+    instruction = all_instructions(COLOURS[:3], [name])[0]
+    try:
+        return library.decompose(instruction) != [instruction]
+    except ValueError:  # its steps have no executor: it cannot run whole either
+        return True
+
+
 def decide_code_or_learn(
     backend: Backend,
     library: SkillLibrary,
@@ -483,14 +496,21 @@ def decide_code_or_learn(
 
     `statuses` are the analyse module's verdicts, `curves` the per-skill learning curves and
     `coded` the verification success of skills coded before. Open skills are the library's
-    non-macro skills not yet coded with success >= verified_level: macros are compositions and
-    verified code is settled, so coding either is invalid (re-asked). The answer holds exactly
-    one decision per open skill, in library order; an open skill the model left out is learned.
+    non-macro skills not yet coded with success >= verified_level that run whole: macros and
+    composed skills (`runs_as_steps`: a tower runs as its stacks, so code of its own would
+    never run) are compositions and verified code is settled, so coding any of them is invalid
+    (re-asked). The answer holds exactly one decision per open skill, in library order; an open
+    skill the model left out is learned.
     """
     settled = {name for name, success in coded.items() if success >= verified_level}
     macros = [skill.name for skill in library if skill.is_macro]
+    composed = [
+        name for name in library.names() if name not in macros and runs_as_steps(library, name)
+    ]
     open_skills = [
-        skill.name for skill in library if not skill.is_macro and skill.name not in settled
+        name
+        for name in library.names()
+        if name not in macros and name not in composed and name not in settled
     ]
     curves = {skill: [float(v) for v in values] for skill, values in curves.items()}
     context = {
@@ -508,6 +528,7 @@ def decide_code_or_learn(
         ],
         "open": open_skills,
         "macros": macros,
+        "composed": composed,
         "verified_level": verified_level,
         "low_success": low_success,
         "min_points": MIN_POINTS,
@@ -533,6 +554,11 @@ def decide_code_or_learn(
                 continue
             if d.skill in macros:
                 raise ValueError(f"{d.skill!r} is a macro, a composition of skills: not coded")
+            if d.skill in composed:
+                raise ValueError(
+                    f"{d.skill!r} runs as other skills' steps, so code of its own would never "
+                    "run: not coded (code those skills instead)"
+                )
             if d.skill in settled:
                 raise ValueError(f"{d.skill!r} is coded and verified already: not coded again")
 
