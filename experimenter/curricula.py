@@ -124,6 +124,7 @@ def curriculum_for_env(
 
     import gameon.envs  # noqa: F401  (registers the ids)
 
+    curriculum = curriculum_class(name)  # an unknown name is refused as such, before the probe
     probe = gym.make(env_id)
     skills, colours = probe.unwrapped.skills, probe.unwrapped.colours
     probe.close()
@@ -131,7 +132,7 @@ def curriculum_for_env(
         skills = ENV_SKILLS[env_id][0]
     tasks = task_set(skills, colours)
     setup = CurriculumSetup(env_id, colours, hand_path, vlm_options, group)
-    options = _REGISTRY[name].setup_options(setup) if name in _REGISTRY else {}
+    options = curriculum.setup_options(setup)
     if target_skills is None:
         target_skills = ENV_SKILLS[env_id][0]
     try:

@@ -74,6 +74,8 @@ def test_an_online_learners_curricula_leave_out_the_negative_control_and_errors_
         check_curriculum_settings("negative_control", {}, accepted=ONLINE_CURRICULA)
     with pytest.raises(ValueError, match=f"accepted: {listed}, negative_control$"):
         check_curriculum_settings("bogus", {})  # the collect loop takes every curriculum
+    with pytest.raises(ValueError, match=f"^unknown curriculum 'bogus'; accepted: {listed}, neg"):
+        curriculum_for_env("GameOn/Reach-v0", "bogus", 0)
 
 
 def test_prerequisite_chains():
