@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import dataclasses
 import multiprocessing as mp
+import numbers
 import os
 import pickle
 import signal
@@ -88,6 +89,13 @@ def make_vec(
             "gameon.envs.make_vec always makes a SharedMemoryVectorEnv and takes no "
             f"vectorization_mode (got {kwargs['vectorization_mode']!r}); for gymnasium's sync or "
             "async vector envs call gym.make_vec(env_id, num_envs, vectorization_mode=...)"
+        )
+    if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+        raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
+    if wrappers is not None and (callable(wrappers) or not isinstance(wrappers, Sequence)):
+        raise ValueError(
+            "wrappers must be a list of env wrappers (each called with an env, returning one), "
+            f"e.g. wrappers=[gameon.envs.TargetRelative]; got {wrappers!r}"
         )
     spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
     factory = EnvFactory(spec, dict(kwargs), tuple(wrappers or ()))

@@ -413,6 +413,21 @@ def test_a_vectorization_mode_is_refused_pointing_to_gym_make_vec() -> None:
         make_vec(ENV_ID, 2, vectorization_mode="sync")
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"num_envs": 2.0}, r"num_envs must be a whole number >= 1, got 2\.0"),
+        ({"num_envs": 0}, "num_envs must be a whole number >= 1, got 0"),
+        ({"wrappers": InfoExtras}, r"wrappers must be a list of env wrappers .*got <class"),
+    ],
+)
+def test_bad_make_vec_arguments_say_what_they_must_be(arguments: dict, message: str) -> None:
+    children = set(mp.active_children())
+    with pytest.raises(ValueError, match=message):
+        make_vec(ENV_ID, **{"num_envs": 2, **arguments})
+    assert set(mp.active_children()) == children
+
+
 def test_after_a_reset_that_fails_in_one_slice_the_infos_are_sync_s() -> None:
     """The slices that did reset report their new episode's info, as SyncVectorEnv does."""
     reach = "GameOn/Reach-v0"
