@@ -9,6 +9,8 @@ make imperfect data.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -42,8 +44,14 @@ class Expert:
     """A scripted policy for the instruction of the env's current episode."""
 
     def __init__(self, env, noise: float = 0.0, seed: int | None = None) -> None:
+        if (
+            isinstance(noise, bool)
+            or not isinstance(noise, numbers.Real)
+            or not 0 <= noise < math.inf  # NaN too
+        ):
+            raise ValueError(f"expert noise must be a number >= 0 (an action std), got {noise!r}")
         self.env = env
-        self.noise = noise
+        self.noise = float(noise)
         self.rng = np.random.default_rng(seed)
         self.scene: SceneState | None = None
         self.hand_yaw = 0.0

@@ -34,6 +34,13 @@ def test_noise_is_seeded_and_perturbs_the_actions():
     assert noisy.dtype == np.float32 and np.abs(noisy).max() <= 1.0
 
 
+@pytest.mark.parametrize("noise", [-0.1, float("nan"), float("inf"), "0.1", True])
+def test_bad_noise_is_refused(noise):
+    env = gym.make("GameOn/Reach-v0")
+    with pytest.raises(ValueError, match="expert noise must be a number >= 0"):
+        make_expert(env, noise=noise)
+
+
 def test_act_after_an_env_reset_without_expert_reset_raises():
     """The script was planned for the last episode's instruction: going on with it would record
     wrong actions for the new one."""
