@@ -84,7 +84,8 @@ The gripper's command starts closed if a block is already grasped, else open.
   is grasped.
 - `wait(steps)`: hold still for a number of steps.
 - `send_action(action)`: one raw env step: a list of 5 numbers in [-1, 1]: vx, vy, vz, yaw rate
-  (fractions of the top speeds) and gripper (-1 open, 1 closed).
+  (fractions of the top speeds) and gripper (-1 open, 1 closed); its gripper number is the
+  command the other primitives keep from then on.
 
 ## Tips
 
@@ -275,8 +276,13 @@ def make_api(channel: Channel, relation: str | None = None) -> dict[str, Any]:
         return channel.scene
 
     def send_action(action: list[Any]) -> Scene:
-        """One raw env step; the env's side checks the action."""
-        return channel.step(list(action) if isinstance(action, (list, tuple)) else action)
+        """One raw env step; the env's side checks the action. Its gripper entry becomes the
+        command the primitives keep, as the API reference promises ("the gripper keeps its last
+        command"): a block closed on by raw actions is not dropped by the next move_to."""
+        action = list(action) if isinstance(action, (list, tuple)) else action
+        scene = channel.step(action)
+        channel.grip = float(action[4])  # the env's side accepted it: a number in [-1, 1]
+        return scene
 
     def move_to(
         x: float,

@@ -278,6 +278,11 @@ def test_gripper_command_starts_closed_on_a_held_block() -> None:
         assert skill.act(held) == [0.0, 0.0, 0.0, 0.0, 1.0]
 
 
+def test_primitives_keep_the_gripper_command_of_a_raw_action() -> None:
+    source = "def skill(blocks):\n    send_action([0, 0, 0, 0, 1])\n    wait(1)\n"
+    assert run(source) == [[0.0, 0.0, 0.0, 0.0, 1.0]] * 2  # wait keeps it closed, not open
+
+
 def test_missing_namespace_tool_names_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
