@@ -858,6 +858,13 @@ class PositiveControl(_ControlCurriculum):
         return {**self._base_state(), "mastery": self.mastery, "rates": dict(self.rates)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the rates and the random generator; a state saved with another `mastery`
+        is refused, as another target's is: it would practise other skills than the saved run."""
+        saved = state.get("mastery", self.mastery)
+        if saved != self.mastery:
+            raise ValueError(
+                f"state was saved with mastery {saved}, this positive_control's is {self.mastery}"
+            )
         self._load_base_state(state)
         self.rates = {str(skill): float(rate) for skill, rate in state["rates"].items()}
 

@@ -170,6 +170,9 @@ def test_state_round_trips_and_reproduces_proposals(name):
     assert restored.propose_batch(60) == original.propose_batch(60)
     if name == "positive_control":
         assert restored.skill == "stack"
+        strict = make_curriculum(name, MULTI, seed=0, target_skills=TOWER, mastery=0.95)
+        with pytest.raises(ValueError, match="saved with mastery 0.8, this .* is 0.95"):
+            strict.load_state_dict(state)
     other = make_curriculum(name, MULTI, seed=0, target_skills=["stack"])
     with pytest.raises(ValueError, match="target skills"):
         other.load_state_dict(state)
