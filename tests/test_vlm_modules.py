@@ -56,6 +56,17 @@ def test_every_module_has_a_prompt_file_with_a_json_context() -> None:
         render_prompt("plan", context)
 
 
+def test_an_edited_prompt_with_a_lone_dollar_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gameon.experimenter.vlm import prompts
+
+    (tmp_path / "decompose.md").write_text("Costs $5.\n```json\n$context\n```\n")
+    monkeypatch.setattr(prompts, "PROMPTS_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"decompose\.md: Invalid placeholder.*line 1.*\$\$"):
+        render_prompt("decompose", {})
+
+
 def test_only_the_prompts_of_modules_sent_an_image_mention_one() -> None:
     sizes = prompt_sizes("GameOn/MultiSkill-v0", 2)
     for module in MODULES:

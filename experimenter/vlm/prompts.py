@@ -42,6 +42,10 @@ def render_prompt(module: str, context: dict[str, Any], **fields: Any) -> str:
         return load_prompt(module).substitute(context=text, **fields)
     except KeyError as error:
         raise ValueError(f"prompt {module!r} needs the field {error.args[0]!r}") from None
+    except ValueError as error:  # an edited prompt file with a lone "$"
+        raise ValueError(
+            f"{PROMPTS_DIR / f'{module}.md'}: {error}; write $$ for a literal $"
+        ) from None
 
 
 def extract_context(prompt: str) -> dict[str, Any]:
