@@ -482,21 +482,25 @@ class SharedMemoryVectorEnv(VectorEnv):
 
     def close_extras(self, timeout: float = CLOSE_TIMEOUT_S, terminate: bool = False) -> None:
         """Close the envs here and in the workers and end them; terminate workers that do not end
-        in time."""
+        in time. The workers end, and the vector env is closed, even when an env's close()
+        raises here (the error is raised once they have)."""
         for worker in self.workers if not terminate else ():
             with contextlib.suppress(OSError):
                 worker.conn.send_bytes(pickle.dumps(("close", None)))
-        if self.local is not None:
-            local, self.local = self.local, None
-            local.close()
-        for worker in self.workers:
-            if not terminate:
-                worker.process.join(timeout)
-            if worker.process.is_alive():
-                worker.process.terminate()
-                worker.process.join()
-            worker.conn.close()
-        self.workers = []
+        try:
+            if self.local is not None:
+                local, self.local = self.local, None
+                local.close()
+        finally:
+            for worker in self.workers:
+                if not terminate:
+                    worker.process.join(timeout)
+                if worker.process.is_alive():
+                    worker.process.terminate()
+                    worker.process.join()
+                worker.conn.close()
+            self.workers = []
+            self.closed = True
 
     def __enter__(self) -> SharedMemoryVectorEnv:
         return self
@@ -779,8 +783,15 @@ class EnvSlice:
         return []
 
     def close(self) -> None:
+        """Close every env, even when one's close() raises (the first error is raised after)."""
+        errors = []
         for env in self.envs:
-            env.close()
+            try:
+                env.close()
+            except Exception as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
 
 
 def run_worker(

@@ -363,6 +363,41 @@ def test_ctrl_c_in_the_parents_own_envs_closes_the_vector_env() -> None:
             envs.step(actions)
 
 
+class CloseFails(gym.Wrapper):
+    """Its close() raises in process `pid` (after closing its env); counts its closings there."""
+
+    closed = 0
+
+    def __init__(self, env: gym.Env, pid: int) -> None:
+        super().__init__(env)
+        self.pid = pid
+
+    def close(self) -> None:
+        super().close()
+        if os.getpid() == self.pid:
+            CloseFails.closed += 1
+            raise RuntimeError("the env's close failed")
+
+
+def make_close_fails(pid: int) -> gym.Env:
+    return CloseFails(gym.make("GameOn/Reach-v0"), pid)
+
+
+def test_an_env_whose_close_raises_still_leaves_the_vector_env_closed() -> None:
+    make = functools.partial(make_close_fails, pid=os.getpid())
+    envs = SharedMemoryVectorEnv([make] * 3, workers=2, context="fork")
+    pids = [worker.process.pid for worker in envs.workers]
+    with time_limit(60):
+        envs.reset(seed=0)
+        with pytest.raises(RuntimeError, match="the env's close failed"):
+            envs.close()
+    assert CloseFails.closed == 2, "both of this process's envs are closed"
+    assert envs.closed
+    assert not any(os.path.exists(f"/proc/{pid}/status") for pid in pids)
+    with pytest.raises(ClosedEnvironmentError):
+        envs.step(np.zeros((3, 5), np.float32))
+
+
 class InstructionText(gym.ObservationWrapper):
     """Adds the instruction as text (a Text space, which shared memory cannot hold); records its
     closing."""
