@@ -316,9 +316,14 @@ def test_a_slow_server_is_waited_for_with_the_timeout_given_by_name(
         assert vlm.source == source, timeout
 
 
-def test_timeout_and_retries_are_checked_and_only_for_backends_that_send_requests() -> None:
+def test_timeout_and_retries_are_checked_and_only_for_backends_that_send_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
     with pytest.raises(ValueError, match="vlm_timeout must be a number of seconds > 0"):
         make_backend("openai", "llava", base_url="http://127.0.0.1:9/v1", timeout=0)
+    with pytest.raises(ValueError, match="> 0 and finite, or None, got inf"):
+        make_backend("gemini", timeout=float("inf"))  # Gemini's client: an OverflowError
     with pytest.raises(ValueError, match="vlm_retries must be an integer >= 0"):
         make_backend("openai", "llava", base_url="http://127.0.0.1:9/v1", retries=-1)
     with pytest.raises(ValueError, match="the rules backend sends no requests: vlm_timeout"):

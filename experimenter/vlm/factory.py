@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 
@@ -23,11 +24,14 @@ DEFAULT_RETRIES = 3
 
 
 def check_transport(backend: str, timeout: float | None, retries: int | None) -> None:
-    """Refuse a request timeout that is not a positive number of seconds, negative retries, or
-    either for a backend that sends no requests (None: the defaults)."""
+    """Refuse a request timeout that is not a positive, finite number of seconds (Gemini's
+    client takes whole milliseconds, which infinity has not), negative retries, or either for a
+    backend that sends no requests (None: the defaults)."""
     number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
-    if timeout is not None and (not number or not timeout > 0):
-        raise ValueError(f"vlm_timeout must be a number of seconds > 0 or None, got {timeout!r}")
+    if timeout is not None and (not number or not 0 < timeout < math.inf):
+        raise ValueError(
+            f"vlm_timeout must be a number of seconds > 0 and finite, or None, got {timeout!r}"
+        )
     if retries is not None and (
         not isinstance(retries, int) or isinstance(retries, bool) or retries < 0
     ):
