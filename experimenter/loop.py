@@ -126,6 +126,7 @@ from gameon.experimenter.curriculum import (
     tasks_by_skill,
     vlm_usage,
 )
+from gameon.experimenter.sandbox import namespace_command
 from gameon.experimenter.skills import (
     ScriptedExecutor,
     SkillLibrary,
@@ -399,6 +400,11 @@ class LoopConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         check_transport(self.vlm_backend, self.vlm_timeout, self.vlm_retries)
+        if self.vlm_code_skills:
+            try:
+                namespace_command()
+            except RuntimeError as error:  # found now, not after the seed data and training
+                raise ValueError(f"vlm_code_skills needs a sandbox: {error}") from None
         check_max_cost(self.vlm_max_cost, self.curriculum, self.vlm_backend, self.vlm_model)
         make_loop_curriculum(self)  # e.g. hand's stages need a practice env that has them;
         # the vlm backend needs its key (gemini) or transcript (replay)

@@ -160,6 +160,21 @@ def test_experiment_vlm_gemini_without_key_says_what_is_missing(
     assert not run_dir.exists()
 
 
+def test_experiment_coding_skills_without_a_sandbox_stops_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither bwrap nor unshare
+    run_dir = tmp_path / "run"
+    args = ["--curriculum", "vlm", "--backend", "rules", "--vlm-code-skills"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["experiment", *args, "--run-dir", str(run_dir)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "vlm_code_skills needs a sandbox" in err and "apt-get install bubblewrap" in err
+    assert not run_dir.exists()
+
+
 def test_experiment_runs_and_prints_where_its_files_are(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
