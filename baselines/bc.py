@@ -47,7 +47,8 @@ class Args(common.OfflineArgs):
 
 
 def train(args: Args) -> dict:
-    """Train behaviour cloning on a dataset, evaluate it and write the run's files."""
+    """Train behaviour cloning on a dataset, evaluate it and write the run's files. A setting that
+    cannot work, or a run_dir holding an earlier run, is a ValueError before any training."""
     common.check_offline_args(args)
     run = common.start_offline_run(ALGO, args, success_only=args.success_only)
     data, device, writer = run.data, run.device, run.writer

@@ -533,7 +533,9 @@ class OnlineRun:
 def start_online_run(algo: str, args: Any) -> OnlineRun:
     """Start an online learner's run from its checked Args: the curriculum (its transcript in the
     run folder), coded skills, torch threads and seeds, the run folder, W&B if tracked,
-    TensorBoard with the hyperparameters, and the training envs."""
+    TensorBoard with the hyperparameters, and the training envs. A run_dir holding an earlier run
+    is refused first (`check_new_run_dir`)."""
+    check_new_run_dir(args)
     curriculum = make_training_curriculum(args)
     coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
     wandb = None
@@ -684,8 +686,10 @@ def start_offline_run(algo: str, args: Any, success_only: bool = False) -> Offli
     """Start an offline learner's run from its checked Args: torch threads and seeds, the device,
     the dataset (only its successful segments with `success_only`) and the env it is evaluated
     on (their spaces must match), the actor (warm-started from `init_checkpoint` if given) and
-    its normaliser, then the run folder and TensorBoard with the hyperparameters. Inputs that do
-    not fit are a RunRefused before the folder is made."""
+    its normaliser, then the run folder and TensorBoard with the hyperparameters. A run_dir holding
+    an earlier run is refused first (`check_new_run_dir`), inputs that do not fit are a RunRefused
+    before the folder is made."""
+    check_new_run_dir(args)
     torch.set_num_threads(args.torch_threads)
     seed_everything(args.seed, args.torch_deterministic)
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
@@ -738,13 +742,18 @@ def usage_message(error: ValueError, args_type: type) -> str:
 
 
 RUN_FILES = ("checkpoint.pt", "summary.json", "eval.json")
-"""What a learner's run writes into its folder; a command line naming a folder that holds them is
-refused, so that no run overwrites another's checkpoint."""
+"""What a learner's run writes into its folder; a run_dir that holds any of them is refused, so
+that no run overwrites another's checkpoint."""
 
 
 def check_new_run_dir(args: Any) -> None:
-    """Refuse a --run-dir that holds another run's files (the command line's guard; the benchmark
-    runner reuses a run's folder on a retry by calling `train` itself)."""
+    """Refuse (ValueError naming the folder) a run_dir that is a file or holds an earlier run's
+    files (RUN_FILES): nothing a user produced is ever lost, so every learner's run refuses it as
+    it starts (`start_online_run`, `start_offline_run`), from Python as on the command line
+    (`parse_cli`, which says it in one line). None (a new folder under runs/) and a folder without
+    those files (logs only, say) are accepted. Whoever reuses a folder on purpose empties it
+    first: the benchmark runner before each attempt of an online run (`benchmark.runs.prepare`),
+    the collect loop by removing its uncommitted policy folders, the audit its earlier re-run."""
     if args.run_dir is None:
         return
     run_dir = Path(args.run_dir)
@@ -752,8 +761,8 @@ def check_new_run_dir(args: Any) -> None:
         raise ValueError(f"run_dir {run_dir} is a file; give a folder")
     if found := [name for name in RUN_FILES if (run_dir / name).exists()]:
         raise ValueError(
-            f"run_dir {run_dir} holds a run already ({', '.join(found)}); give another folder, "
-            "or move that one away to keep it"
+            f"run_dir {run_dir} holds a run already ({', '.join(found)}), which a new run never "
+            "overwrites; give another folder, or move that one away (or delete it) first"
         )
 
 

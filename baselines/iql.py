@@ -107,7 +107,8 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
 
 
 def train(args: Args) -> dict:
-    """Train IQL on a dataset, evaluate it and write the run's files."""
+    """Train IQL on a dataset, evaluate it and write the run's files. A setting that cannot work,
+    or a run_dir holding an earlier run, is a ValueError before any training."""
     check_args(args)
     run = common.start_offline_run(ALGO, args)
     data, device, writer = run.data, run.device, run.writer

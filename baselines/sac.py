@@ -333,6 +333,8 @@ def soft_update(net: nn.Module, target: nn.Module, tau: float) -> None:
 
 def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None = None) -> dict:
     """Train, evaluate and checkpoint; return a JSON-ready summary (also in run_dir/summary.json).
+    A setting that cannot work, or a run_dir holding an earlier run, is a ValueError before any
+    training.
 
     `on_eval(policy, report, global_step)` is called after each evaluation with the live policy
     (it follows further training) and the report it scored.

@@ -15,7 +15,7 @@ pytest.importorskip("tyro")
 pytest.importorskip("minari")
 pytest.importorskip("h5py", reason="Minari's HDF5 storage needs h5py (minari[hdf5])")
 
-from gameon.baselines import common, datasets, ppo  # noqa: E402
+from gameon.baselines import bc, common, datasets, iql, ppo, sac  # noqa: E402
 
 FAILED = "gameon/lift-failed-v0"
 
@@ -87,6 +87,71 @@ def test_a_run_dir_that_holds_a_run_is_refused_and_left_as_it_was(tmp_path: Path
     assert f"run_dir {run_dir} holds a run already (checkpoint.pt)" in result.stderr
     assert [p.name for p in run_dir.iterdir()] == ["checkpoint.pt"]
     assert (run_dir / "checkpoint.pt").read_bytes() == b"an earlier run's policy"
+
+
+def tiny_args(module: str, root: Path, run_dir: Path) -> object:
+    """A learner's Args with a budget of seconds, so that a run that is not refused ends soon."""
+    if module == "ppo":
+        return ppo.Args(
+            env_id="GameOn/Reach-v0",
+            total_timesteps=64,
+            num_envs=1,
+            num_steps=64,
+            num_minibatches=1,
+            update_epochs=1,
+            eval_episodes_per_skill=1,
+            run_dir=str(run_dir),
+        )
+    if module == "sac":
+        return sac.Args(
+            env_id="GameOn/Reach-v0",
+            total_timesteps=64,
+            num_envs=1,
+            learning_starts=32,
+            batch_size=16,
+            eval_episodes_per_skill=1,
+            run_dir=str(run_dir),
+        )
+    learner = bc if module == "bc" else iql
+    return learner.Args(
+        dataset_id=FAILED,
+        datasets_path=str(root),
+        num_updates=2,
+        log_every=1,
+        eval_episodes_per_skill=1,
+        run_dir=str(run_dir),
+    )
+
+
+@pytest.mark.parametrize("module", ["ppo", "sac", "bc", "iql"])
+def test_train_called_from_python_refuses_a_run_dir_that_holds_a_run(
+    module: str, root: Path, tmp_path: Path
+) -> None:
+    """Not only the command line: every learner's `train` refuses a folder holding an earlier
+    run, before it writes anything, so that no run's files are ever replaced."""
+    learner = {"ppo": ppo, "sac": sac, "bc": bc, "iql": iql}[module]
+    run_dir = tmp_path / "earlier"
+    run_dir.mkdir()
+    earlier = {"checkpoint.pt": b"an earlier run's policy", "summary.json": b"{}"}
+    for name, content in earlier.items():
+        (run_dir / name).write_bytes(content)
+    with pytest.raises(ValueError) as refused:
+        learner.train(tiny_args(module, root, run_dir))
+    assert str(refused.value).startswith(
+        f"run_dir {run_dir} holds a run already (checkpoint.pt, summary.json)"
+    )
+    assert "give another folder, or move that one away" in str(refused.value)
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == earlier
+
+
+def test_a_run_dir_of_logs_only_is_accepted(root: Path, tmp_path: Path) -> None:
+    """A folder without a run's files (a log, say) is not an earlier run: the learner uses it."""
+    run_dir = tmp_path / "logs"
+    run_dir.mkdir()
+    (run_dir / "train.log").write_text("a log")
+    summary = bc.train(tiny_args("bc", root, run_dir))
+    assert Path(summary["checkpoint"]) == run_dir / "checkpoint.pt"
+    assert (run_dir / "train.log").read_text() == "a log"
 
 
 def test_usage_message_adds_only_the_options_of_named_fields() -> None:
