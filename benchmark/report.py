@@ -120,8 +120,8 @@ def _why_no_record(folder: Path) -> str:
         text = error_file.read_text(errors="replace")
         if was_interrupted(text):
             return (
-                "interrupted (Ctrl-C) before its record was written; the same `gameon bench run` "
-                f"runs it again (see {error_file})"
+                "interrupted (Ctrl-C, or its bench run was stopped) before its record was written; "
+                f"the same `gameon bench run` runs it again (see {error_file})"
             )
         return f"failed: {failure_reason(text)} (see {error_file})"
     return f"no {RECORD_FILE} (unfinished or not a run)"

@@ -7,6 +7,8 @@ is refused. A run whose worker raises or dies is retried up to `retries` times (
 starts over, a collect run resumes from its committed iteration); if it still fails, the reason
 is in its error.txt and the other runs go on. Records are only ever written by an atomic rename,
 so killing the matrix at any point loses no finished run and leaves no half-written record.
+Ctrl-C (or SIGTERM) stops the runs in flight and marks each interrupted in its error.txt, which
+`gameon bench report` shows, then says what finished, what was interrupted and how to resume.
 
 The Ray runner uses the cluster at RAY_ADDRESS (or `ray_address`), else starts a local one with
 `workers` CPUs bound to 127.0.0.1. Its workers run the same worker process in the run folders, so
@@ -44,6 +46,7 @@ from gameon.benchmark.runs import (
     LOG_FILE,
     failure_reason,
     is_complete,
+    mark_interrupted,
     prepare,
     write_error,
 )
@@ -770,11 +773,83 @@ def _schedule(
                         running=", ".join(item.run.run_id for item in active),
                     )
                 time.sleep(POLL_SECONDS)
+    except BaseException as stop:  # Ctrl-C, SIGTERM, a lost cluster: stop the runs, say so
+        cause = stop_cause(stop)
+        interrupted = stop_runs(launcher, active, pending, results_dir, cause)
+        not_started = sum(1 for _, _, errors in pending if not errors)
+        for line in stopped_lines(outcome, interrupted, not_started, cause, results_dir):
+            console.print(line, markup=False)
+        raise
     finally:
-        for item in active:
-            launcher.stop(item.handle)
         launcher.close()
         signal.signal(signal.SIGTERM, previous_handler)
+
+
+def stop_cause(stop: BaseException) -> str:
+    """What stopped the matrix, in a few words: "Ctrl-C", "SIGTERM", "the lost Ray cluster"."""
+    if isinstance(stop, KeyboardInterrupt):
+        return "Ctrl-C"
+    if isinstance(stop, ClusterLost):
+        return "the lost Ray cluster"
+    if isinstance(stop, SystemExit) and isinstance(stop.code, int) and stop.code > 128:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(stop.code - 128).name  # raised by _raise_exit
+    return f"{type(stop).__name__} in the runner"
+
+
+def stop_runs(
+    launcher: LocalLauncher | RayLauncher,
+    active: list[_Active],
+    pending: deque[tuple[RunSpec, int, list[str]]],
+    results_dir: Path,
+    cause: str,
+) -> list[str]:
+    """Stop the runs in flight as the matrix ends early and mark each one, and each failed run
+    waiting for its retry, interrupted in its error.txt (`mark_interrupted`), so that `gameon
+    bench report` says "interrupted" rather than "no record"; return their ids. A run whose
+    record was written meanwhile is left as it is; an error.txt its worker wrote is kept above."""
+    interrupted = []
+    for item in active:
+        launcher.stop(item.handle)
+        run_dir = results_dir / item.run.run_id
+        if not is_complete(item.run, run_dir):
+            why = f"{item.run.run_id} interrupted: {cause} stopped the bench run while it ran"
+            _mark(run_dir, why)
+            interrupted.append(item.run.run_id)
+    for run, attempt, errors in pending:
+        if errors:  # a failed attempt waits for its retry: its folder holds that attempt's files
+            why = f"{run.run_id} interrupted: {cause} stopped the bench run before retry {attempt}"
+            _mark(results_dir / run.run_id, why)
+            interrupted.append(run.run_id)
+    return interrupted
+
+
+def _mark(run_dir: Path, why: str) -> None:
+    """`mark_interrupted`, best effort: a results folder that cannot be written (a lost shared
+    filesystem) must not hide what stopped the matrix; the report then says "no record"."""
+    with contextlib.suppress(OSError):
+        mark_interrupted(run_dir, why)
+
+
+def stopped_lines(
+    outcome: MatrixResult, interrupted: list[str], not_started: int, cause: str, results_dir: Path
+) -> list[str]:
+    """What a matrix stopped early says: what finished, failed and was interrupted (and where each
+    says why), how many runs did not start, and how to resume."""
+    done, before, failed = (outcome.count(status) for status in ("done", "skipped", "failed"))
+    lines = [
+        f"stopped by {cause}: {done} runs done now, {before} finished before, {failed} failed, "
+        f"{len(interrupted)} interrupted, {not_started} not started"
+    ]
+    stopped = [("failed", r.run_id) for r in outcome.results if r.status == "failed"]
+    for status, run_id in [*stopped, *(("interrupted", run_id) for run_id in interrupted)]:
+        lines.append(f"  {status}: {run_id} (see {results_dir / run_id / ERROR_FILE})")
+    lines.append(
+        f"to resume, run the same `gameon bench run` again: it keeps and skips the {done + before} "
+        "finished runs and runs the others (an online run starts over, a collect run resumes from "
+        f"its last committed iteration); records so far: {results_dir}/<run_id>/record.json"
+    )
+    return lines
 
 
 def _running(active: list[_Active]) -> dict[str, float]:

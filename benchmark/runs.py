@@ -9,7 +9,9 @@ learner's own files (summary, evaluations, checkpoint, TensorBoard logs, curves,
 The runners start every run in a fresh interpreter with `python -m gameon.benchmark.runs RUN_DIR`
 (the run is read from RUN_DIR/run.json; stdout and stderr go to RUN_DIR/run.log): exit status 0
 means the record is written, anything else that the run failed (or, 130, was interrupted by
-Ctrl-C), with the reason in error.txt: its last line, `failure_reason`.
+Ctrl-C), with the reason in error.txt: its last line, `failure_reason`. A worker the runner stops
+(Ctrl-C or SIGTERM on the whole bench run, a lost Ray cluster) is marked interrupted by the runner
+(`mark_interrupted`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ FAULT_VARIABLE = "GAMEON_BENCH_FAULT"
 every run whose id contains SUBSTRING die by SIGKILL or raise; later attempts run normally."""
 ATTEMPT_VARIABLE = "GAMEON_BENCH_ATTEMPT"
 INTERRUPTED = "KeyboardInterrupt"
-"""The reason (last line) of the error.txt of a run stopped by Ctrl-C: interrupted, not failed."""
+"""The reason (last line) of the error.txt of a run stopped by Ctrl-C, or by the runner as its bench
+run stopped: interrupted, not failed."""
 
 
 def execute(run: RunSpec, run_dir: Path) -> RunRecord:
@@ -159,7 +162,9 @@ def is_complete(run: RunSpec, run_dir: Path) -> bool:
 
 def prepare(run: RunSpec, run_dir: Path) -> None:
     """Make the folder ready for a (re)start: an online run starts over in a folder emptied but for
-    its log, a collect run keeps its committed state to resume from; run.json describes the run."""
+    its log (its learner refuses a folder holding a run's files, `check_new_run_dir` in
+    baselines.common), a collect run keeps its committed state to resume from (the loop removes
+    what it did not commit); run.json describes the run."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if run.protocol == "online":
@@ -193,8 +198,22 @@ def failure_reason(error_text: str) -> str:
 
 
 def was_interrupted(error_text: str) -> bool:
-    """Whether the error.txt is that of a run stopped by Ctrl-C, which a rerun runs again."""
+    """Whether the error.txt is that of a run stopped before its end (Ctrl-C, or its bench run was
+    stopped), not failed: a rerun runs it again."""
     return failure_reason(error_text) == INTERRUPTED
+
+
+def mark_interrupted(run_dir: Path, why: str) -> None:
+    """Record in run_dir/error.txt that the run was stopped from outside (`why`: one line naming the
+    run and what stopped it), its last line INTERRUPTED, so that the report says "interrupted"
+    rather than "no record". The runner calls this for the runs it stops when the whole bench run
+    ends early, since a worker it terminates cannot say so itself. What error.txt held is kept
+    above (a failed attempt's traceback); one that says interrupted already is left as it is."""
+    error_file = Path(run_dir) / ERROR_FILE
+    earlier = error_file.read_text(errors="replace").strip() if error_file.is_file() else ""
+    if was_interrupted(earlier):
+        return
+    write_error(run_dir, "\n\n".join(part for part in (earlier, f"{why}\n{INTERRUPTED}") if part))
 
 
 # -- the worker process -------------------------------------------------------------------------

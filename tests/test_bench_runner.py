@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -433,7 +434,7 @@ def test_a_run_stopped_by_ctrl_c_is_reported_interrupted_and_a_rerun_runs_it(
     text = (run_dir / "error.txt").read_text()
     assert text.startswith(f"{run.run_id} interrupted:\n") and runs.was_interrupted(text)
     ((_, reason),) = [(s.path, s.reason) for s in load_runs(results)[1]]
-    assert reason.startswith("interrupted (Ctrl-C) before its record was written; ")
+    assert reason.startswith("interrupted (Ctrl-C, or its bench run was stopped) before its ")
     assert "failed" not in reason
 
     def broken(run, run_dir):
@@ -448,6 +449,94 @@ def test_a_run_stopped_by_ctrl_c_is_reported_interrupted_and_a_rerun_runs_it(
     assert main(command(spec, results)) == 0
     assert "1 runs done now, 0 finished before" in capsys.readouterr().out
     assert load_record(run_dir).run_id == run.run_id and not (run_dir / "error.txt").exists()
+
+
+LONGER = ONLINE.replace("total_timesteps = 256", "total_timesteps = 1024")
+"""Runs of a few seconds after their first checkpoint, long enough to be stopped in flight."""
+
+
+def test_ctrl_c_on_the_whole_matrix_reports_the_stopped_runs_interrupted_and_how_to_resume(
+    tmp_path, capsys
+):
+    """SIGINT to the runner alone (its workers in their own session, so they cannot say it
+    themselves): the run in flight is marked interrupted, the matrix says what finished, was
+    interrupted and did not start, and the same command then finishes every run in the folders
+    the stopped attempt left (the learners refuse a folder holding a run: the runner empties
+    it)."""
+    results = tmp_path / "results"
+    spec = spec_file(tmp_path, LONGER, seeds=(0, 1))
+    args = command(spec, results, "--workers", "1")
+    log = tmp_path / "first.log"
+
+    def in_flight() -> list[Path]:
+        return [
+            d
+            for d in results.glob("online__*")
+            if (d / "checkpoint.pt").is_file() and not (d / RECORD_FILE).is_file()
+        ]
+
+    process = start_matrix(args, log)
+    try:
+        wait_for(lambda: bool(in_flight()), 120, process)
+        os.kill(process.pid, signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    wait_for_lock(results)
+    out = " ".join(log.read_text().split())
+    stopped = re.search(
+        r"stopped by Ctrl-C: (\d) runs done now, 0 finished before, 0 failed, "
+        r"(\d) interrupted, (\d) not started",
+        out,
+    )
+    assert stopped, out
+    done, interrupted, not_started = (int(n) for n in stopped.groups())
+    assert interrupted == 1 and done + interrupted + not_started == 2
+    skipped = {Path(s.path).name: s.reason for s in load_runs(results)[1]}
+    assert len(skipped) == 1, skipped
+    ((name, reason),) = skipped.items()
+    assert reason.startswith("interrupted (Ctrl-C, or its bench run was stopped) before its ")
+    assert f"interrupted: {name} (see {results / name / 'error.txt'})" in out
+    assert "to resume, run the same `gameon bench run` again" in out
+    text = (results / name / "error.txt").read_text()
+    assert f"{name} interrupted: Ctrl-C stopped the bench run while it ran" in text
+    assert (results / name / "checkpoint.pt").is_file()  # the stopped attempt's files
+
+    assert main(args) == 0
+    assert f"{2 - done} runs done now, {done} finished before, 0 failed" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    assert sorted(records(results)) == [
+        "online__Reach__fixed__ppo__s0",
+        "online__Reach__fixed__ppo__s1",
+    ]
+    assert not (results / name / "error.txt").exists()
+
+
+def test_a_failed_run_waiting_for_its_retry_is_marked_interrupted_with_its_failure_kept(
+    tmp_path,
+) -> None:
+    (run,) = expand(load_spec(spec_file(tmp_path, seeds=(0,)), check=False))
+    run_dir = tmp_path / run.run_id
+    runs.prepare(run, run_dir)
+    runs.write_error(run_dir, "Traceback ...\nRuntimeError: boom")
+    waiting = deque([(run, 2, ["attempt 1: RuntimeError: boom"])])
+    stopped = runner.stop_runs(FailsAtOnce(1), [], waiting, tmp_path, "SIGTERM")
+    assert stopped == [run.run_id]
+    text = (run_dir / "error.txt").read_text()
+    assert text.startswith("Traceback ...\nRuntimeError: boom\n\n")
+    assert f"{run.run_id} interrupted: SIGTERM stopped the bench run before retry 2" in text
+    assert runs.was_interrupted(text)
+    runs.mark_interrupted(run_dir, "a second stop")  # already interrupted: left as it is
+    assert (run_dir / "error.txt").read_text() == text
+
+
+def test_what_stopped_the_matrix_is_named() -> None:
+    assert runner.stop_cause(KeyboardInterrupt()) == "Ctrl-C"
+    assert runner.stop_cause(SystemExit(128 + signal.SIGTERM)) == "SIGTERM"
+    assert runner.stop_cause(runner.ClusterLost("h:1", 10)) == "the lost Ray cluster"
+    assert runner.stop_cause(RuntimeError("bug")) == "RuntimeError in the runner"
 
 
 class LosesOneRunsNode(runner.LocalLauncher):
@@ -528,12 +617,17 @@ def test_a_lost_head_ends_the_matrix_with_a_clear_message_and_a_rerun_resumes(
 
     monkeypatch.setattr(runner, "make_launcher", launcher)
     assert main(command(spec, results, "--workers", "2")) == 1
-    last = capsys.readouterr().err.strip().splitlines()[-1]
+    said = capsys.readouterr()
+    last = said.err.strip().splitlines()[-1]
     assert last.startswith("gameon bench run: lost the Ray cluster at 127.0.0.1:6379")
     assert last.endswith("run the same command again to resume")
     assert all(handle.poll() is not None for handle in launchers[0].started)
     first = {run_id: path.read_bytes() for run_id, path in records(results).items()}
     assert 1 <= len(first) < 3
+    assert "stopped by the lost Ray cluster: " in said.out
+    unfinished = load_runs(results)[1]  # the runs stopped in flight, if any had not ended
+    assert all(s.reason.startswith("interrupted (") for s in unfinished), unfinished
+    assert f"{len(unfinished)} interrupted" in said.out
 
     monkeypatch.undo()
     assert main(command(spec, results, "--workers", "2")) == 0
