@@ -45,7 +45,11 @@ from gameon.experimenter.coded_actions import (
     coded_wrapper,
     load_coded_skills,
 )
-from gameon.experimenter.curricula import check_curriculum_settings, curriculum_for_env
+from gameon.experimenter.curricula import (
+    ONLINE_CURRICULA,
+    check_curriculum_settings,
+    curriculum_for_env,
+)
 from gameon.experimenter.curriculum import (
     Curriculum,
     Outcome,
@@ -403,7 +407,11 @@ def check_curriculum_args(args: Any) -> None:
         "vlm_replay",
         "hand_curriculum",
     )
-    check_curriculum_settings(args.curriculum, {name: getattr(args, name) for name in settings})
+    check_curriculum_settings(
+        args.curriculum,
+        {name: getattr(args, name) for name in settings},
+        accepted=ONLINE_CURRICULA,
+    )
     if args.curriculum_tasks not in CURRICULUM_TASKS:
         raise ValueError(
             f"unknown curriculum_tasks {args.curriculum_tasks!r}; accepted: all, targets"
@@ -536,8 +544,11 @@ def start_online_run(algo: str, args: Any) -> OnlineRun:
     TensorBoard with the hyperparameters, and the training envs. A run_dir holding an earlier run
     is refused first (`check_new_run_dir`)."""
     check_new_run_dir(args)
+    try:
+        coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
+    except (OSError, ValueError, RuntimeError) as error:  # a missing file, no sandbox here
+        raise RunRefused(f"coded_skills {args.coded_skills}: {error}") from error
     curriculum = make_training_curriculum(args)
-    coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
     wandb = None
     if args.track:
         try:

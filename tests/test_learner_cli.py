@@ -52,7 +52,11 @@ def run(module: str, *arguments: str, cwd: Path | None = None) -> subprocess.Com
     [
         ("ppo", ["--total-timesteps", "0"], "total_timesteps must be >= 1, got 0"),
         ("ppo", ["--env-id", "Nope-v0"], "unknown env id 'Nope-v0'"),
-        ("ppo", ["--curriculum", "bogus"], "unknown curriculum 'bogus'; accepted: fixed"),
+        (
+            "ppo",
+            ["--curriculum", "bogus"],
+            "unknown curriculum 'bogus'; accepted: fixed, hand, lp, vlm, positive_control (",
+        ),
         ("sac", ["--curriculum", "negative_control"], "curriculum 'negative_control' cannot train"),
         ("sac", ["--demo-ratio", "1.5"], "demo_ratio must be in (0, 1), got 1.5"),
         ("bc", ["--dataset-id", "missing/x-v0"], "dataset_id 'missing/x-v0' is not under"),
@@ -177,6 +181,20 @@ def test_inputs_that_do_not_fit_are_one_line_and_leave_no_run_folder(
     assert result.stderr.startswith(
         f"python -m gameon.baselines.bc: error: dataset {FAILED} has no successful segment"
     )
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("module", ["ppo", "sac"])
+def test_coded_skills_that_cannot_be_read_are_one_line_and_leave_no_run_folder(
+    module: str, tmp_path: Path
+) -> None:
+    result = run(module, "--coded-skills", "missing.json", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(
+        f"python -m gameon.baselines.{module}: error: coded_skills missing.json: "
+    )
+    assert "no skill library at missing.json" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert list(tmp_path.iterdir()) == []
 
