@@ -547,47 +547,80 @@ def episode_records(dataset_id: str, datasets_path: str | Path | None = None) ->
 
 
 def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineData:
-    """Read every episode of a local Minari dataset into flat transition arrays."""
+    """Read every episode of a local Minari dataset into flat transition arrays.
+
+    ValueError, naming the dataset, if it is not there, cannot be read (a damaged file) or is
+    not a GameOn dataset (observations other than the dict of `state` and `goal`)."""
     check_dataset_id(dataset_id)
     with datasets_root(datasets_path or default_datasets_path()) as root:
+        if not (root / dataset_id / "data").is_dir():  # where minari.load_dataset looks
+            raise ValueError(f"no dataset {dataset_id} under {root}")
         try:
-            dataset = minari.load_dataset(dataset_id, download=False)
-        except FileNotFoundError:
-            raise ValueError(f"no dataset {dataset_id} under {root}") from None
-        metadata = dataset.storage.metadata
-        env_id = metadata.get("gameon", {}).get("env_id") or dataset.env_spec.id
-        columns: dict[str, list[np.ndarray]] = {
-            key: []
-            for key in (
-                "observations", "actions", "rewards", "next_observations",
-                "terminals", "timeouts", "skills", "episodes", "segments", "segment_success",
-            )
-        }  # fmt: skip
-        first_segment = 0
-        for episode in dataset.iterate_episodes():  # infos beyond what is read here are ignored
-            states, goals = episode.observations["state"], episode.observations["goal"]
-            length = len(episode.rewards)
-            skill = np.argmax(goals[:length, : len(language.SKILLS)], 1)
-            columns["observations"].append(flat_observation({"state": states, "goal": goals})[:-1])
-            # A skill sequence records its next skill's goal in a segment's last observation: the
-            # next observation keeps the transition's own goal, so a bootstrap values this task.
-            next_observation = {"state": states[1:], "goal": goals[:-1]}
-            columns["next_observations"].append(flat_observation(next_observation))
-            columns["actions"].append(np.asarray(episode.actions, np.float32))
-            columns["rewards"].append(np.asarray(episode.rewards, np.float32))
-            columns["terminals"].append(np.asarray(episode.terminations, bool))
-            columns["timeouts"].append(np.asarray(episode.truncations, bool))
-            columns["skills"].append(skill.astype(np.int64))
-            columns["episodes"].append(np.full(length, episode.id, np.int64))
-            terminations = np.asarray(episode.terminations, bool)
-            ends = terminations | np.asarray(episode.truncations, bool)
-            ends[-1] = True  # the episode's end closes its last segment
-            segment = np.concatenate(([0], np.cumsum(ends[:-1]))).astype(np.int64)
-            columns["segments"].append(first_segment + segment)
-            columns["segment_success"].append(terminations[ends][segment])
-            first_segment += int(segment[-1]) + 1
+            return _read(dataset_id)
+        except WrongDataset:
+            raise
+        except UNREADABLE as error:
+            # a truncated HDF5 file, a broken metadata.json, a missing data field: say which
+            # dataset, rather than h5py's or json's words alone (or a traceback)
+            raise ValueError(
+                f"dataset {dataset_id} at {root / dataset_id} is not a readable Minari dataset "
+                f"({type(error).__name__}: {error})"
+            ) from None
+
+
+UNREADABLE = (OSError, ValueError, KeyError, TypeError, AssertionError)
+"""What Minari, h5py and json raise on a damaged dataset folder (Minari checks with assert)."""
+
+
+class WrongDataset(ValueError):
+    """A readable Minari dataset that BC and IQL cannot learn from (said as it is, not as an
+    unreadable one)."""
+
+
+def _read(dataset_id: str) -> OfflineData:
+    """`load`'s reading, with MINARI_DATASETS_PATH already pointed at the datasets' root."""
+    dataset = minari.load_dataset(dataset_id, download=False)
+    space = dataset.observation_space
+    if not (isinstance(space, gym.spaces.Dict) and {"state", "goal"} <= set(space.spaces)):
+        raise WrongDataset(
+            f"dataset {dataset_id} holds observations {space}, not GameOn's dict of 'state' and "
+            f"'goal': BC and IQL learn from datasets written by `{PROG}` (or the experimenter)"
+        )
+    metadata = dataset.storage.metadata
+    spec_id = dataset.env_spec.id if dataset.env_spec is not None else ""
+    env_id = metadata.get("gameon", {}).get("env_id") or spec_id
+    columns: dict[str, list[np.ndarray]] = {
+        key: []
+        for key in (
+            "observations", "actions", "rewards", "next_observations",
+            "terminals", "timeouts", "skills", "episodes", "segments", "segment_success",
+        )
+    }  # fmt: skip
+    first_segment = 0
+    for episode in dataset.iterate_episodes():  # infos beyond what is read here are ignored
+        states, goals = episode.observations["state"], episode.observations["goal"]
+        length = len(episode.rewards)
+        skill = np.argmax(goals[:length, : len(language.SKILLS)], 1)
+        columns["observations"].append(flat_observation({"state": states, "goal": goals})[:-1])
+        # A skill sequence records its next skill's goal in a segment's last observation: the
+        # next observation keeps the transition's own goal, so a bootstrap values this task.
+        next_observation = {"state": states[1:], "goal": goals[:-1]}
+        columns["next_observations"].append(flat_observation(next_observation))
+        columns["actions"].append(np.asarray(episode.actions, np.float32))
+        columns["rewards"].append(np.asarray(episode.rewards, np.float32))
+        columns["terminals"].append(np.asarray(episode.terminations, bool))
+        columns["timeouts"].append(np.asarray(episode.truncations, bool))
+        columns["skills"].append(skill.astype(np.int64))
+        columns["episodes"].append(np.full(length, episode.id, np.int64))
+        terminations = np.asarray(episode.terminations, bool)
+        ends = terminations | np.asarray(episode.truncations, bool)
+        ends[-1] = True  # the episode's end closes its last segment
+        segment = np.concatenate(([0], np.cumsum(ends[:-1]))).astype(np.int64)
+        columns["segments"].append(first_segment + segment)
+        columns["segment_success"].append(terminations[ends][segment])
+        first_segment += int(segment[-1]) + 1
     if not columns["rewards"]:
-        raise ValueError(f"dataset {dataset_id} has no episodes")
+        raise WrongDataset(f"dataset {dataset_id} has no episodes")
     arrays = {key: np.concatenate(values) for key, values in columns.items()}
     return OfflineData(dataset_id=dataset_id, env_id=env_id, **arrays)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -149,6 +150,57 @@ def test_bad_dataset_ids_and_sizes_raise_value_errors(root: Path) -> None:
     message = str(error.value)
     assert REACH in message and f"size {data.obs_size}" in message
     assert f"expects {flat_size(four_blocks.observation_space)}" in message
+
+
+def damage_truncated_data(folder: Path) -> None:
+    data = folder / "data" / "main_data.hdf5"
+    data.write_bytes(data.read_bytes()[:5000])
+
+
+def damage_metadata(folder: Path) -> None:
+    (folder / "data" / "metadata.json").write_text("{")
+
+
+@pytest.mark.parametrize(
+    ("damage", "cause"),
+    [(damage_truncated_data, "OSError: "), (damage_metadata, "JSONDecodeError: ")],
+)
+def test_a_damaged_dataset_is_a_value_error_naming_it(
+    root: Path, tmp_path: Path, damage, cause: str
+) -> None:
+    """A truncated HDF5 file or a broken metadata.json: h5py's OSError was a traceback, json's
+    error did not say which file."""
+    shutil.copytree(datasets.dataset_dir(REACH, root), tmp_path / REACH)
+    damage(tmp_path / REACH)
+    with pytest.raises(ValueError) as error:
+        datasets.load(REACH, tmp_path)
+    message = str(error.value)
+    assert message.startswith(f"dataset {REACH} at {tmp_path / REACH} is not a readable Minari")
+    assert cause in message
+
+
+def test_a_minari_dataset_of_another_env_is_a_value_error_saying_so(tmp_path: Path) -> None:
+    """A Minari dataset of flat observations (e.g. D4RL's) was an IndexError from load."""
+    import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    env = gym.make("Pendulum-v1")
+    buffer = EpisodeBuffer(
+        id=0,
+        observations=np.zeros((3, 3), np.float32),
+        actions=np.zeros((2, 1), np.float32),
+        rewards=np.zeros(2),
+        terminations=np.zeros(2, bool),
+        truncations=np.array([False, True]),
+        infos={},
+    )
+    with datasets.datasets_root(tmp_path):
+        minari.create_dataset_from_buffers(
+            "pendulum-v0", [buffer], env=env, algorithm_name="x", author="x",
+            author_email="x", code_permalink="x",
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="not GameOn's dict of 'state' and 'goal'"):
+        datasets.load("pendulum-v0", tmp_path)
 
 
 @pytest.mark.parametrize("learner", [bc, iql])
