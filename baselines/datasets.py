@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -395,8 +396,22 @@ def _check_args(args: Args) -> None:
     if not 0.0 <= args.failed_fraction <= 1.0:
         raise ValueError(f"failed_fraction must be in [0, 1], got {args.failed_fraction}")
     for noise in (args.noise, args.failed_noise, *args.noise_levels):
-        if noise < 0:
-            raise ValueError(f"noise levels must be >= 0, got {noise}")
+        if not (math.isfinite(noise) and noise >= 0):
+            raise ValueError(f"noise levels must be finite numbers >= 0, got {noise}")
+
+
+def check_writable(folder: Path) -> None:
+    """Make `folder` and write a scratch file in it, or raise a ValueError saying it cannot be
+    written: checked before collecting, so a bad --datasets-path does not throw the collected
+    episodes away (they are only written at the end)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"cannot write the dataset under {folder} ({error}); choose another --datasets-path"
+        ) from None
 
 
 def run_episode(env: gym.Env, instruction: str, seed: int, policy: str, noise: float) -> dict:
@@ -447,6 +462,7 @@ def collect(args: Args) -> minari.MinariDataset:
             f"dataset {args.dataset_id} already exists at {target}; "
             "pass --overwrite to replace it or choose another --dataset-id"
         )
+    check_writable(target.parent)
 
     skills, _ = ENV_SKILLS[args.env_id]
     env = gym.make(args.env_id, reward_mode=args.reward_mode)

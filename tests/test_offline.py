@@ -138,6 +138,34 @@ def test_existing_dataset_is_never_overwritten_silently(tmp_path: Path) -> None:
     assert datasets.load("gameon/twice-v0", tmp_path).num_episodes == 1
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"datasets_path": "file/datasets"}, "cannot write the dataset under "),
+        ({"noise_levels": (0.0, float("nan"))}, "noise levels must be finite numbers >= 0"),
+    ],
+)
+def test_collect_refuses_what_would_fail_before_it_collects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: dict, message: str
+) -> None:
+    """A datasets_path that cannot be written failed with a traceback only once every episode
+    was collected (and lost); a NaN noise level at the first episode that used it."""
+    (tmp_path / "file").write_text("a file, not a folder")
+    monkeypatch.chdir(tmp_path)
+
+    def must_not_run(*args: object) -> None:
+        raise AssertionError("collected before refusing")
+
+    monkeypatch.setattr(datasets, "run_episode", must_not_run)
+    args = datasets.Args(
+        env_id="GameOn/Reach-v0", dataset_id="gameon/x-v0", episodes_per_skill=2, progress=False
+    )
+    for name, value in setting.items():
+        setattr(args, name, value)
+    with pytest.raises(ValueError, match=message):
+        datasets.collect(args)
+
+
 def test_bad_dataset_ids_and_sizes_raise_value_errors(root: Path) -> None:
     with pytest.raises(ValueError, match="no dataset gameon/absent-v0"):
         datasets.load("gameon/absent-v0", root)
