@@ -86,9 +86,17 @@ TOLERANCE_RULE = (
 )
 PATH_ARGS = ("datasets_path", "run_dir", "init_checkpoint")
 """Learner Args that name the run's own folders, which an audit's re-run differs in."""
-OFF_BY_DEFAULT = {"vlm_code_skills": False, "vlm_max_cost": None, "coded_skills": None}
-"""Config fields added after some records were made whose default turns their feature off, so a
-record without them ran as the default says; any other absent field makes a record unauditable."""
+AS_BEFORE = {
+    "vlm_code_skills": False,
+    "vlm_max_cost": None,
+    "coded_skills": None,
+    "vlm_timeout": None,
+    "vlm_retries": None,
+}
+"""Config fields added after some records were made, each with the default that does what every
+run did before the field existed (its feature off; the fixed 30 s request timeout and 3
+retries), so a record without them ran as the default says; any other absent field makes a
+record unauditable."""
 ONLY_WITH = {"coded_max_steps": "coded_skills"}
 """Config fields read only when another field turns their feature on: absent, with the feature
 off, they changed nothing."""
@@ -311,7 +319,7 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
     unsafe = [
         name
         for name in absent
-        if not (name in OFF_BY_DEFAULT and defaults[name] == OFF_BY_DEFAULT[name])
+        if not (name in AS_BEFORE and defaults[name] == AS_BEFORE[name])
         and not (name in ONLY_WITH and raw.get(ONLY_WITH[name]) is None)
     ]
     if unsafe:
@@ -320,7 +328,10 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
             f"they existed), whose defaults here may not be what ran; audit it at that commit"
         )
     if absent:
-        notes.append(f"absent from the record, their feature off as then: {', '.join(absent)}")
+        notes.append(
+            f"absent from the record, so run with their defaults, which do what runs did before "
+            f"them: {', '.join(absent)}"
+        )
     if isinstance(raw.get("hidden"), list):
         raw["hidden"] = tuple(raw["hidden"])
     config = cls(**raw)

@@ -675,3 +675,24 @@ def test_an_online_run_audits_bitwise_from_its_learner_args(online_run, tmp_path
         "  the folder held an online re-run of an earlier audit: cleared, so the run is trained "
         "again"
     ) in lines
+
+
+# -- published entries ---------------------------------------------------------------------------
+
+
+def test_every_published_collect_v2_run_can_be_planned_for_an_audit_here() -> None:
+    """Config fields added since the published runs were made (their defaults doing what those
+    runs did, e.g. vlm_timeout and vlm_retries) leave them auditable at this commit."""
+    from gameon.benchmark.audit import plan_rerun
+    from gameon.records import load_record
+
+    published = Path(__file__).resolve().parents[1] / "results"
+    planned = []
+    for entry in read_board(published).entries:
+        if entry.protocol == "collect":  # v1: made before most of the config existed
+            continue
+        for run in entry.runs:
+            record = load_record(published / run.record)
+            plan = plan_rerun(record, (published / run.record).parent)
+            planned.append((plan.protocol, plan.config.seed == record.seed))
+    assert len(planned) >= 90 and set(planned) == {("collect", True)}
