@@ -44,6 +44,8 @@ class Args(common.OfflineArgs):
     """Adam learning rate"""
     success_only: bool = False
     """train only on transitions of successful segments (for data that holds failures)"""
+    print_every: int = 5_000
+    """print a progress line (losses, updates/s, time left) every this many updates (0: none)"""
 
 
 def train(args: Args) -> dict:
@@ -98,6 +100,13 @@ def train(args: Args) -> dict:
                 writer.add_scalar(f"losses/{name}", value, update)
             elapsed = time.perf_counter() - start - run.eval_seconds
             writer.add_scalar("charts/updates_per_s", update / elapsed, update)
+        if args.print_every > 0 and update % args.print_every == 0 and update < args.num_updates:
+            rate = update / (time.perf_counter() - start - run.eval_seconds)
+            print(
+                f"update {update}/{args.num_updates}: continuous loss "
+                f"{continuous_loss.item():.4f}, gripper loss {gripper_loss.item():.4f}, "
+                f"{rate:.0f} updates/s, {(args.num_updates - update) / rate:.0f} s left"
+            )
         if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
             report = run.evaluate(actor, normalizer, update)
             print(

@@ -300,6 +300,28 @@ def test_tiny_iql_run_writes_logs_checkpoint_and_eval(root: Path, tmp_path: Path
     assert all(np.isfinite(v) for v in summary["final_losses"].values())
 
 
+@pytest.mark.parametrize("learner", [bc, iql])
+def test_training_prints_progress_between_evaluations(
+    learner, root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without evaluations on the way (eval_every 0, the default) a run printed nothing until
+    its end: IQL's default 100k updates are half an hour of silence at ~60 updates/s."""
+    args = learner.Args(
+        dataset_id=REACH,
+        datasets_path=str(root),
+        num_updates=30,
+        print_every=10,
+        batch_size=32,
+        hidden=(16,),
+        eval_episodes_per_skill=1,
+        run_dir=str(tmp_path / "run"),
+    )
+    learner.train(args)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "updates/s" in line]
+    assert [line.split(":")[0] for line in lines] == ["update 10/30", "update 20/30"]
+    assert all(line.endswith(" s left") for line in lines)
+
+
 def test_expectile_loss_weights_errors_asymmetrically() -> None:
     import torch
 
