@@ -25,7 +25,7 @@ except ModuleNotFoundError:  # without the cli extra: run_command says which ext
 
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
-from gameon.extras import missing_extra
+from gameon.extras import first_missing, missing_extra
 
 if TYPE_CHECKING:
     from gameon.records import RunRecord
@@ -333,11 +333,22 @@ def run_command(arguments: Sequence[str]) -> None:
         experiment(tyro.cli(experiment_options(), args=rest, prog=prog))
 
 
+def check_extras(arguments: Sequence[str]) -> None:
+    """Raise `ModuleNotFoundError` for the first module the command's extras lack, before the
+    command makes anything (`gameon.extras.first_missing`); its `--help` needs none."""
+    if "-h" in arguments or "--help" in arguments:
+        return
+    module = first_missing(command_name(arguments))
+    if module is not None:
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `gameon` command. A usage error or a missing extra is said in one line
     and exits 2; `bench` and `leaderboard` exit with the harness's status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
+        check_extras(arguments)
         if arguments and arguments[0] in HARNESS_COMMANDS:
             from gameon.benchmark.commands import main as harness_main
 

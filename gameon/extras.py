@@ -3,6 +3,8 @@ missing one with one line naming the extra to install rather than a traceback.""
 
 from __future__ import annotations
 
+import importlib.util
+
 EXTRAS = {
     "cli": ("tyro", "imageio", "imageio_ffmpeg", "rich", "pydantic"),
     "train": (
@@ -58,3 +60,23 @@ def missing_extra(command: str, error: ModuleNotFoundError) -> str | None:
     if module == "torch":
         line += f" (on a machine without a GPU, first the CPU build: {TORCH_CPU})"
     return line
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported here (found, not imported)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def first_missing(command: str) -> str | None:
+    """The first module of the command's extras (`COMMAND_EXTRAS`, in order, so PyTorch first
+    for the training commands) that is not installed; None if all are, or for another command.
+    Checked before a command starts, so that it stops before it makes a folder, and names torch
+    (with its CPU build) rather than whichever module the command happens to import first."""
+    for extra in COMMAND_EXTRAS.get(command, ()):
+        for module in EXTRAS[extra]:
+            if not installed(module):
+                return module
+    return None

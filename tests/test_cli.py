@@ -312,6 +312,43 @@ def test_a_missing_extra_is_one_line_naming_it(
     assert not (tmp_path / "results").exists() and not (tmp_path / "board").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "hidden", "line"),
+    [
+        (
+            ["bench", "run", "--results", "{tmp}/results"],
+            ["torch", "matplotlib"],
+            "gameon bench run needs PyTorch: pip install 'gameon-rl[train]' (on a machine without",
+        ),
+        (
+            ["experiment", "--run-dir", "{tmp}/results"],
+            ["minari"],
+            "gameon experiment needs Minari: pip install 'gameon-rl[train]'",
+        ),
+    ],
+)
+def test_a_command_checks_its_extras_before_it_starts(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    hidden: list[str],
+    line: str,
+) -> None:
+    """Without torch (nor matplotlib, which bench run imports first), the line names PyTorch and
+    its CPU build, as the README promises; a missing Minari stops `gameon experiment` before it
+    makes the run folder, not when the run first needs it."""
+    importers = ["gameon.baselines", "gameon.benchmark", "gameon.experimenter", "gameon.plots"]
+    for name in hidden:
+        hide_module(monkeypatch, name, *importers)
+    with pytest.raises(SystemExit) as exit_info:
+        main([arg.format(tmp=tmp_path) for arg in args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(line) and len(err.splitlines()) == 1
+    assert not (tmp_path / "results").exists()
+
+
 def test_without_tyro_the_gameon_command_says_which_extra_to_install() -> None:
     hidden = "import sys; sys.modules['tyro'] = None; from gameon.cli import main; main(['envs'])"
     result = subprocess.run(
