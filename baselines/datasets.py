@@ -453,6 +453,16 @@ def run_episode(env: gym.Env, instruction: str, seed: int, policy: str, noise: f
     }
 
 
+NOT_RECORDED = ("datasets_path", "overwrite", "progress")
+"""Args that say where and how a dataset is written, not what it holds: left out of its metadata,
+so that the same settings and seed give the same bytes wherever the dataset is written."""
+
+
+def recorded_args(args: Args) -> dict[str, Any]:
+    """The collection's settings as the dataset's metadata records them (`collect_args`)."""
+    return {key: value for key, value in asdict(args).items() if key not in NOT_RECORDED}
+
+
 def collect(args: Args) -> minari.MinariDataset:
     """Run the scripted experts over every skill of the env and write a Minari dataset."""
     _check_args(args)
@@ -530,7 +540,7 @@ def collect(args: Args) -> minari.MinariDataset:
         gameon={
             "env_id": args.env_id,
             "skills": list(skills),
-            "collect_args": asdict(args),
+            "collect_args": recorded_args(args),
             "gameon_version": gameon.__version__,
         },
     )

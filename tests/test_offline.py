@@ -117,6 +117,29 @@ def test_datasets_path_defaults_to_minari_datasets_path(
     assert os.environ["MINARI_DATASETS_PATH"] == str(root)
 
 
+def test_the_same_settings_and_seed_give_the_same_bytes_wherever_written(tmp_path: Path) -> None:
+    """The metadata recorded the datasets path (and --overwrite, --progress), so one collection
+    written to two folders had two metadata.json files and two dataset hashes."""
+    from gameon.integrity import folder_sha256
+
+    folders = []
+    for name, overwrite in (("a", False), ("elsewhere/b", True)):
+        args = datasets.Args(
+            env_id="GameOn/Reach-v0",
+            dataset_id="gameon/same-v0",
+            datasets_path=str(tmp_path / name),
+            episodes_per_skill=2,
+            overwrite=overwrite,
+            progress=False,
+        )
+        datasets.collect(args)
+        folders.append(datasets.dataset_dir(args.dataset_id, args.datasets_path))
+    assert folder_sha256(folders[0]) == folder_sha256(folders[1])
+    metadata = json.loads((folders[0] / "data" / "metadata.json").read_text())
+    assert metadata["gameon"]["collect_args"]["seed"] == 0
+    assert "datasets_path" not in metadata["gameon"]["collect_args"]
+
+
 def test_existing_dataset_is_never_overwritten_silently(tmp_path: Path) -> None:
     args = datasets.Args(
         env_id="GameOn/Reach-v0",
