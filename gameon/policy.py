@@ -9,6 +9,7 @@ learner's checkpoint (the experimenter runs them as skills, the audit re-evaluat
 
 from __future__ import annotations
 
+import io
 import math
 import pickle
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import torch
 from torch import nn
 
 import gameon
+from gameon.atomic import atomic_write
 from gameon.envs import ENV_IDS
 from gameon.envs.language import COLOURS, MAX_TOWER
 from gameon.envs.world import PROPRIO_SIZE, state_size
@@ -301,9 +303,10 @@ def save_checkpoint(
     args: dict,
     extra: dict | None = None,
 ) -> Path:
-    """Write the actor, its normaliser and the run's arguments atomically to `path`."""
+    """Write the actor, its normaliser and the run's arguments to `path`, atomically and durably
+    (`gameon.atomic.atomic_write`): an interruption leaves the earlier file, if any, and no
+    half-written one beside it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "format": CHECKPOINT_FORMAT,
         "algo": algo,
@@ -323,10 +326,9 @@ def save_checkpoint(
         payload["chunk_length"] = actor.chunk_length
         payload["binary_gripper"] = actor.binary_gripper
         payload["ensemble_decay"] = actor.ensemble_decay
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(payload, tmp)
-    tmp.replace(path)
-    return path
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return atomic_write(path, buffer.getvalue())
 
 
 def load_checkpoint(path: str | Path) -> tuple[Actor | ChunkedActor, Normalizer | None, dict]:

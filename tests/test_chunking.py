@@ -291,6 +291,29 @@ def test_chunked_checkpoint_round_trips(tmp_path: Path) -> None:
     np.testing.assert_array_equal(live(observation), first)
 
 
+def test_an_interrupted_checkpoint_save_leaves_the_earlier_file_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interruption while torch.save wrote left a half-written checkpoint.pt.tmp beside the
+    checkpoint (and the rename was not synced)."""
+    size = flat_size(gym.make(ENV_ID).observation_space)
+    actor, normalizer = ChunkedActor(size, 5, (16,)), Normalizer.zeros(size)
+    path = save_checkpoint(tmp_path / "checkpoint.pt", "bc", ENV_ID, actor, normalizer, {})
+    before = path.read_bytes()
+
+    def interrupted_save(payload: object, target: object) -> None:
+        if isinstance(target, (str, Path)):
+            target = open(target, "wb")  # noqa: SIM115  (left open, as a killed writer leaves it)
+        target.write(before[: len(before) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, "bc", ENV_ID, actor, normalizer, {"second": True})
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+    assert path.read_bytes() == before
+
+
 def test_old_format_checkpoint_still_loads(tmp_path: Path) -> None:
     env = gym.make(ENV_ID)
     size = flat_size(env.observation_space)
