@@ -105,7 +105,7 @@ class Args:
     author: str = "gameon-rl"
     """author recorded in the dataset's metadata"""
     progress: bool = True
-    """show a progress bar"""
+    """show a progress bar (in a log, not a terminal: a line per tenth of the episodes)"""
 
 
 @dataclass
@@ -482,7 +482,9 @@ def collect(args: Args) -> minari.MinariDataset:
     buffers, records = [], {}
     start = time.perf_counter()
     with Progress(disable=not args.progress, transient=True) as progress:
-        task = progress.add_task("collecting", total=len(skills) * args.episodes_per_skill)
+        total = len(skills) * args.episodes_per_skill
+        task = progress.add_task("collecting", total=total)
+        log_lines = args.progress and not progress.console.is_terminal  # a log: a line a tenth
         for skill in skills:
             failed = set(rng.permutation(args.episodes_per_skill)[:n_failed].tolist())
             for k in range(args.episodes_per_skill):
@@ -524,6 +526,12 @@ def collect(args: Args) -> minari.MinariDataset:
                 progress.update(
                     task, advance=1, description=f"{skill}: {done}/{len(records)} successes"
                 )
+                if log_lines and len(records) % math.ceil(total / 10) == 0:
+                    print(
+                        f"collected {len(records)}/{total} episodes ({done} successful), "
+                        f"{time.perf_counter() - start:.0f} s",
+                        flush=True,
+                    )
     collection_time = time.perf_counter() - start
 
     info = DatasetInfo(

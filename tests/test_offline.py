@@ -140,6 +140,24 @@ def test_the_same_settings_and_seed_give_the_same_bytes_wherever_written(tmp_pat
     assert "datasets_path" not in metadata["gameon"]["collect_args"]
 
 
+def test_collect_in_a_log_prints_a_line_a_tenth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The progress bar shows nothing when the output is not a terminal, so a collection in a
+    log (minutes for the README's datasets) said nothing until it had written the dataset."""
+    args = datasets.Args(
+        env_id="GameOn/Reach-v0",
+        dataset_id="gameon/logged-v0",
+        datasets_path=str(tmp_path),
+        episodes_per_skill=4,
+    )
+    datasets.collect(args)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("collected")]
+    assert [line.split(" (")[0] for line in lines] == [
+        f"collected {n}/4 episodes" for n in (1, 2, 3, 4)
+    ]
+
+
 def test_existing_dataset_is_never_overwritten_silently(tmp_path: Path) -> None:
     args = datasets.Args(
         env_id="GameOn/Reach-v0",
