@@ -336,6 +336,10 @@ def load_checkpoint(path: str | Path) -> tuple[Actor | ChunkedActor, Normalizer 
     saying which. The actor is a `ChunkedActor` (with its saved ensemble_decay) if it was saved
     as one, else an `Actor`."""
     path = Path(path)
+    if path.is_dir():  # a run folder, say: its checkpoint is inside
+        inside = path / "checkpoint.pt"
+        hint = f"; its run's checkpoint is {inside}" if inside.is_file() else ""
+        raise ValueError(f"{path} is a folder, not a checkpoint file{hint}")
     if not path.is_file():
         raise ValueError(f"no checkpoint at {path}")
     try:

@@ -379,6 +379,17 @@ def test_corrupt_checkpoint_is_a_value_error(tmp_path: Path) -> None:
         load_policy(path)
 
 
+def test_a_run_folder_given_as_the_checkpoint_names_the_checkpoint_inside(tmp_path: Path) -> None:
+    """load_policy(run_dir) said 'no checkpoint at run_dir', as if nothing were there."""
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    with pytest.raises(ValueError) as error:
+        load_policy(tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path} is a folder, not a checkpoint file; its run's checkpoint is "
+        f"{tmp_path / 'checkpoint.pt'}"
+    )
+
+
 def test_bc_learns_reach_from_expert_episodes(tmp_path: Path) -> None:
     """200 expert Reach episodes, 1500 updates; the clone succeeds clearly above zero. With the
     default action chunks (8, binary gripper, ensemble decay -0.1): 1.00 over 20 suite episodes
