@@ -9,6 +9,7 @@ so a missing optional extra is answered with one line naming the extra to instal
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -354,6 +355,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             raise SystemExit(harness_main(arguments))
         run_command(arguments)
+        sys.stdout.flush()  # here, so that a reader gone (below) is caught, not at exit
+    except BrokenPipeError:  # `gameon envs | head`: the reader stopped early, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
     except UsageError as error:
         print(f"gameon: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -2,6 +2,7 @@
 and the one line that names a missing optional extra."""
 
 import importlib.abc
+import os
 import re
 import runpy
 import subprocess
@@ -387,6 +388,24 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.startswith("usage: gameon {envs,demo,experiment,bench,leaderboard} ...")
     for group, subcommand in HARNESS_USAGE:
         assert group in out and subcommand in out
+
+
+@pytest.mark.parametrize("args", [["--help"], ["bench", "--help"]])
+def test_output_to_a_reader_that_has_gone_is_no_traceback(args: list[str]) -> None:
+    """`gameon --help | head -1`: the pipe closes before the command writes; it exits without
+    a BrokenPipeError traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the command writes
+    result = subprocess.run(
+        [sys.executable, "-m", "gameon.cli", *args],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
+    )
+    os.close(write)
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr
+    assert result.returncode == 1
 
 
 @pytest.mark.parametrize("group", ["bench", "leaderboard"])
