@@ -106,7 +106,9 @@ def evaluation_suite(
     if episodes_per_skill < 1:
         raise ValueError(f"episodes_per_skill must be >= 1, got {episodes_per_skill}")
     skills, _ = ENV_SKILLS[env_id]
-    colours = gym.make(env_id).unwrapped.colours
+    probe = gym.make(env_id)  # only for its block colours
+    colours = probe.unwrapped.colours
+    probe.close()
     rng = np.random.default_rng(seed)
     tasks = []
     for skill in skills:
