@@ -13,17 +13,18 @@ backend), and the evaluation it gets is compared with the claim:
   |claimed - audited| success <= 1.96 * sqrt(2 p (1 - p) / n), p the pooled success rate and n the
   episodes, the 95% bound on the difference of two binomial proportions.
 
-Before any training a record that contradicts itself (`leaderboard.contradictions`: its seed,
-learner, curriculum, env or budget and its own config, or its env steps and curve and its
-budget; the check a submission passes too) is not reproduced. VLM-driven runs are replayed from
-their own transcript (kept beside the record copy by `leaderboard submit` since trust at scale);
-a run whose board copy has none is re-run with its backend if that is the offline rules
-stand-in, and otherwise cannot be audited, which the output says. The result is appended to the
-entry's `audits` in leaderboard.json (when, the sampled runs, each one's outcome, and the entry's
-verdict with it), written atomically under the board's lock, and LEADERBOARD.md shows the
-verdict. Audits accumulate: a run that failed to reproduce stays on record, and the entry's
-verdict and its "k of n" are over every run ever audited (`leaderboard.audit_standing`), so a
-later audit drawing other runs, or the same run again, never turns a failure into yes.
+Before any training a record that contradicts itself (`leaderboard.contradictions`: its target
+skills and its env's, its seed, learner, curriculum, env or budget and its own config, a curve
+going on past mastery with auto_stop on, or its env steps and curve and its budget; the check a
+submission passes too) is not reproduced. VLM-driven runs are replayed from their own transcript
+(kept beside the record copy by `leaderboard submit` since trust at scale); a run whose board
+copy has none is re-run with its backend if that is the offline rules stand-in, and otherwise
+cannot be audited, which the output says. The result is appended to the entry's `audits` in
+leaderboard.json (when, the sampled runs, each one's outcome, and the entry's verdict with it),
+written atomically under the board's lock, and LEADERBOARD.md shows the verdict. Audits
+accumulate: a run that failed to reproduce stays on record, and the entry's verdict and its "k
+of n" are over every run ever audited (`leaderboard.audit_standing`), so a later audit drawing
+other runs, or the same run again, never turns a failure into yes.
 
 The re-runs live in WORK/<entry>/<run>-<key>/, the key a hash of the config, the commit, the
 library versions and the machine. Only an unfinished collect re-run there is resumed (an

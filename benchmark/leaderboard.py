@@ -19,8 +19,10 @@ the check, unless:
 - tampered: its claimed numbers agree with its own episodes: the last curve point is the final
   evaluation, so its success_rate and per_skill must equal the episodes' (to 1e-9), and the
   collected episodes must equal the sum of the collected skill counts; and it agrees with itself
-  (`contradictions`, the check the audit makes too): its seed, learner, curriculum, env and
-  budget are those of its own training config, and its env steps and curve fit its budget;
+  (`contradictions`, the check the audit makes too): its target skills are its env's, its seed,
+  learner, curriculum, env and budget are those of its own training config, a collect run with
+  auto_stop on ends at the first iteration that mastered its targets, and its env steps and
+  curve fit its budget;
 - duplicate: no run is already on the board (same content hash of identity and episodes), nor
   twice in the submission; and no two runs (of the submission, or one of it and one on the board)
   share a checkpoint file (sha256, from the record or computed from the checkpoint it points to),
@@ -66,6 +68,7 @@ from pydantic import ValidationError, model_validator
 from gameon.atomic import atomic_write, file_lock
 from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
 from gameon.benchmark.stats import iqm, iqm_ci
+from gameon.envs import ENV_SKILLS
 from gameon.evaluation import SUITE_SEED, EvalReport, EvalTask, evaluation_suite
 from gameon.integrity import file_sha256
 from gameon.records import (
@@ -503,10 +506,18 @@ def training_config(record: RunRecord) -> tuple[dict[str, Any], str] | None:
 
 
 def contradictions(record: RunRecord) -> list[str]:
-    """Where a record contradicts itself: its seed, learner (collect), curriculum, env or budget
-    and its own training config, or its env steps and curve and its budget. The audit finds
-    such a record not reproduced before any training; a submission holding one is rejected."""
+    """Where a record contradicts itself: its target skills and its env's, its seed, learner
+    (collect), curriculum, env or budget and its own training config, its curve going on past
+    mastery with auto_stop on in its config (`_early_mastery`), or its env steps and curve and
+    its budget. The audit finds such a record not reproduced before any training; a submission
+    holding one is rejected."""
     problems = []
+    targets = list(ENV_SKILLS[record.env_id][0])
+    if sorted(record.target_skills) != sorted(targets):
+        problems.append(
+            f"target_skills {record.target_skills} but {record.env_id}'s target skills are "
+            f"{targets} (the target success is over them)"
+        )
     found = training_config(record)
     if found is not None:
         config = found[0]
@@ -525,10 +536,34 @@ def contradictions(record: RunRecord) -> list[str]:
         ]
         if differ:
             problems.append("the record contradicts its own config: " + "; ".join(differ))
+        early = _early_mastery(record, config)
+        if early:
+            problems.append(f"the record contradicts its own config: {early}")
     beyond = _beyond_budget(record)
     if beyond:
         problems.append("the record contradicts its own budget: " + "; ".join(beyond))
     return problems
+
+
+def _early_mastery(record: RunRecord, config: dict[str, Any]) -> str | None:
+    """Where a collect run with auto_stop on went on past an iteration whose evaluation mastered
+    its target skills (each at stop_threshold or above): a run of this config stops there. A run
+    started with auto_stop off and resumed with it on has such a curve, and its claim cannot be
+    re-run from its config."""
+    if record.protocol != "collect" or config.get("auto_stop") is not True:
+        return None
+    threshold = config.get("stop_threshold")
+    if not isinstance(threshold, int | float):
+        return None
+    for point in record.curve[:-1]:
+        if all(point.per_skill.get(skill, 0.0) >= threshold for skill in record.target_skills):
+            return (
+                f"auto_stop is on and every target skill reached stop_threshold {threshold} at "
+                f"iteration {point.step}, yet the curve goes on to iteration "
+                f"{record.curve[-1].step}: a run of this config stops at {point.step} (was it "
+                "resumed with auto_stop turned on?)"
+            )
+    return None
 
 
 def _beyond_budget(record: RunRecord) -> list[str]:

@@ -677,7 +677,37 @@ def test_an_online_run_audits_bitwise_from_its_learner_args(online_run, tmp_path
     ) in lines
 
 
-# -- published entries ---------------------------------------------------------------------------
+# -- resumed runs and published entries ---------------------------------------------------------
+
+
+def test_a_run_resumed_with_auto_stop_turned_off_audits_and_one_turned_on_is_refused(
+    tmp_path,
+) -> None:
+    """A resume may change auto_stop. Turned off, the run goes on past its mastered iteration as
+    one run with it off throughout would, so its record audits bitwise. Turned on, the run stops
+    later than a run of its recorded config would (at once: every iteration masters a threshold
+    of 0), so the record contradicts its config and is refused at submission."""
+    mastered = replace(TINY, stop_threshold=0.0, auto_stop=True)
+    went_on = tmp_path / "runs" / "collect__Reach__fixed__bc__s0"
+    assert run_experiment(mastered, went_on, progress=False).extra["stopped"] == "mastered"
+    record = run_experiment(replace(mastered, auto_stop=False), went_on, progress=False)
+    assert [point.step for point in record.curve] == [0, 1]
+    result = submit([went_on], tmp_path / "board", min_seeds=1)
+    assert result.accepted, result.reasons
+    audit = audit_entry(
+        result.entry_id, 1, tmp_path / "board", work_root=tmp_path / "w", say=lambda _: None
+    )
+    assert audit.audited, audit.results[0].detail
+
+    turned_on = tmp_path / "runs" / "collect__Reach__fixed__bc__s1"
+    run_experiment(replace(mastered, seed=1, auto_stop=False), turned_on, progress=False)
+    record = run_experiment(replace(mastered, seed=1, iterations=2), turned_on, progress=False)
+    assert [point.step for point in record.curve] == [0, 1, 2]
+    result = submit([turned_on], tmp_path / "board", min_seeds=1)
+    assert not result.accepted
+    assert "auto_stop is on and every target skill reached stop_threshold 0.0 at iteration 0, " in (
+        "\n".join(result.reasons)
+    )
 
 
 def test_every_published_collect_v2_run_can_be_planned_for_an_audit_here() -> None:

@@ -500,6 +500,54 @@ def test_a_record_that_contradicts_its_config_or_budget_is_rejected(board, tmp_p
     )
 
 
+def test_target_skills_other_than_the_envs_are_rejected(board, tmp_path) -> None:
+    """The target success is over the record's target skills: edited to an easier skill of its
+    evaluation, it would rank the run by that skill."""
+
+    def easier(data: dict) -> None:
+        data.update(env_id="GameOn/Tower-v0", target_skills=["reach"])
+
+    _rejected(
+        board,
+        [_edit(run, easier) for run in _runs(tmp_path / "easier", LP, "lp")],
+        "tampered: target_skills ['reach'] but GameOn/Tower-v0's target skills are ['tower']",
+    )
+
+
+def test_a_run_resumed_with_auto_stop_turned_on_is_rejected(board, tmp_path) -> None:
+    """auto_stop stops a run at its first iteration that masters the targets, so a record whose
+    config has it on and whose curve goes on past such an iteration (a run started with it off,
+    resumed with it on) cannot be re-run from its config; off, or with no earlier mastery, it
+    is accepted."""
+
+    def mastered_first(data: dict) -> None:
+        first = data["curve"][0]
+        first.update(success_rate=1.0, per_skill=dict.fromkeys(first["per_skill"], 1.0))
+
+    def auto_stop(on: bool):
+        def change(data: dict) -> None:
+            config = data["training"]["config"]
+            config.update(auto_stop=on, stop_threshold=0.9, target_skills=data["target_skills"])
+
+        return change
+
+    def runs(name: str, curriculum: str, *changes) -> list[Path]:
+        folders = [_trained(run) for run in _runs(tmp_path / name, LP, curriculum)]
+        for change in changes:
+            folders = [_edit(folder, change) for folder in folders]
+        return folders
+
+    _rejected(
+        board,
+        runs("resumed", "hand", mastered_first, auto_stop(True)),
+        "tampered: the record contradicts its own config: auto_stop is on and every target skill "
+        "reached stop_threshold 0.9 at iteration 0, yet the curve goes on to iteration 2: a run "
+        "of this config stops at 0",
+    )
+    assert submit(runs("off", "hand", mastered_first, auto_stop(False)), board).accepted
+    assert submit(runs("on", "lp", auto_stop(True)), board).accepted
+
+
 @pytest.mark.parametrize("where", ["absolute", "relative", "link"])
 @pytest.mark.parametrize("field", ["training.transcript", "checkpoint"])
 def test_a_record_naming_a_file_outside_its_run_folder_is_rejected(
