@@ -78,6 +78,7 @@ from gameon.records import (
     RunRecord,
     StrictModel,
     load_record,
+    validation_problems,
 )
 
 BOARD_FORMAT = "gameon-leaderboard-v1"
@@ -289,13 +290,7 @@ def problems_text(error: ValidationError | OSError, limit: int = 3) -> str:
     (the place a dotted path into the JSON), so the message says where to look."""
     if isinstance(error, OSError):
         return f"{type(error).__name__}: {error.strerror or error}"
-    problems = error.errors(include_url=False)
-    listed = "; ".join(
-        f"{'.'.join(str(part) for part in problem['loc']) or '<root>'}: {problem['msg']}"
-        for problem in problems[:limit]
-    )
-    more = len(problems) - limit
-    return listed + (f"; and {more} more problem{'s' if more > 1 else ''}" if more > 0 else "")
+    return validation_problems(error, limit)
 
 
 def _load(paths: Sequence[str | Path]) -> tuple[list[_Run], list[str]]:
@@ -335,14 +330,10 @@ def strict_record(text: bytes, file: Path) -> RunRecord:
     try:
         return RunRecord.model_validate_json(text, strict=True)
     except ValidationError as error:
-        wrong = "; ".join(
-            f"{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}, got "
-            f"{repr(problem['input'])[:60]}"
-            for problem in error.errors(include_url=False)[:5]
-        )
         raise ValueError(
             f"{file} holds a value of the wrong type, as a hand edit leaves it (a submitted "
-            f"record is read as written, nothing converted): {wrong}"
+            f"record is read as written, nothing converted): "
+            f"{validation_problems(error, inputs=True)}"
         ) from None
 
 

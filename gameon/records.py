@@ -352,6 +352,20 @@ def write_record(path: str | Path, record: RunRecord) -> Path:
     return atomic_write(path, record.model_dump_json(indent=1) + "\n")
 
 
+def validation_problems(error: ValidationError, limit: int = 5, inputs: bool = False) -> str:
+    """What a failed validation found, as "where: what" for the first `limit` problems and a
+    count of the rest (where: a dotted path into the JSON, <root> for the whole); with `inputs`,
+    each says the value it found."""
+    problems = error.errors(include_url=False)
+    listed = "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or '<root>'}: {problem['msg']}"
+        + (f", got {repr(problem['input'])[:60]}" if inputs else "")
+        for problem in problems[:limit]
+    )
+    more = len(problems) - limit
+    return listed + (f"; and {more} more problem{'s' if more > 1 else ''}" if more > 0 else "")
+
+
 def parse_record(data: str | bytes | dict, source: str = "record") -> RunRecord:
     """Validate a record from JSON text or a parsed object; ValueError says what is wrong."""
     try:
@@ -359,12 +373,8 @@ def parse_record(data: str | bytes | dict, source: str = "record") -> RunRecord:
             return RunRecord.model_validate(data)
         return RunRecord.model_validate_json(data)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
-            for e in error.errors(include_url=False)[:5]
-        )
-        message = f"{source} is not a valid run record ({RECORD_FORMAT}): {problems}"
-        raise ValueError(message) from None
+        message = f"{source} is not a valid run record ({RECORD_FORMAT}): "
+        raise ValueError(message + validation_problems(error)) from None
 
 
 def load_record(path: str | Path) -> RunRecord:
