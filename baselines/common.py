@@ -282,7 +282,7 @@ def evaluate_and_save(
         [Outcome(e.instruction, e.success, e.episode_return) for e in report.episodes]
     )
     record = {**report.to_dict(), "global_step": global_step}
-    (run_dir / "eval.json").write_text(json.dumps(record, indent=1))
+    write_json(run_dir / "eval.json", record)
     save_checkpoint(
         run_dir / "checkpoint.pt",
         algo,
