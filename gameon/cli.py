@@ -29,6 +29,7 @@ from gameon.envs.stacking_env import CAMERAS
 from gameon.extras import first_missing, missing_extra
 
 if TYPE_CHECKING:
+    from gameon.experimenter.loop import LoopConfig
     from gameon.records import RunRecord
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
@@ -252,6 +253,19 @@ def demo(args: Demo) -> dict:
     return result
 
 
+def plan_line(config: LoopConfig, run_dir: Path) -> str:
+    """What `gameon experiment` will do and where, said before it starts."""
+    iterations = f"{config.iterations} iteration{'' if config.iterations == 1 else 's'}"
+    return (
+        f"experiment: {config.curriculum} curriculum, {config.learner} learner, "
+        f"{config.collector} collector, seed {config.seed}: {config.seed_episodes} seed episodes, "
+        f"then {'up to ' if config.auto_stop else ''}{iterations} of "
+        f"{config.episodes_per_iteration} episodes on {config.practice_env_id}, "
+        f"{config.num_updates} updates each; target {config.env_id}; "
+        f"{'resuming the run in' if (run_dir / 'state.json').is_file() else 'new run in'} {run_dir}"
+    )
+
+
 def experiment(args: Any) -> RunRecord:
     """Run (or resume) a collect experiment (`args`: `experiment_options()`); print where its
     record and curves are."""
@@ -273,6 +287,7 @@ def experiment(args: Any) -> RunRecord:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UsageError(f"--run-dir {run_dir} cannot be made: {error.strerror or error}") from None
+    print(plan_line(config, run_dir), flush=True)
     from gameon.experimenter.vlm.estimate import collect_estimate, estimate_lines
 
     for line in estimate_lines([collect_estimate(config)]):  # paid VLM backends: calls and cost

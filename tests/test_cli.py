@@ -201,6 +201,11 @@ def test_experiment_runs_and_prints_where_its_files_are(
     ]  # fmt: skip
     main(args)
     out = capsys.readouterr().out
+    assert out.splitlines()[0] == (  # said at once, before the run: what it will do, and where
+        "experiment: fixed curriculum, bc learner, learned collector, seed 0: 2 seed episodes, "
+        "then 1 iteration of 2 episodes on GameOn/Reach-v0, 100 updates each; target "
+        f"GameOn/Reach-v0; new run in {run_dir}"
+    )
     assert str(run_dir / "record.json") in out and str(run_dir / "curves.png") in out
     assert (run_dir / "record.json").is_file() and (run_dir / "curves.png").is_file()
     record = load_record(run_dir / "record.json")
