@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -359,6 +360,16 @@ def check_extras(arguments: Sequence[str]) -> None:
         raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
 
+def stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):  # no poll here, or stdout is no file
+        return False
+    return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `gameon` command. A usage error or a missing extra is said in one line
     and exits 2; `bench` and `leaderboard` exit with the harness's status."""
@@ -372,6 +383,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         run_command(arguments)
         sys.stdout.flush()  # here, so that a reader gone (below) is caught, not at exit
     except BrokenPipeError:  # `gameon envs | head`: the reader stopped early, no traceback
+        if not stdout_gone():
+            raise  # another pipe broke (a worker's): a real error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1) from None
     except UsageError as error:

@@ -413,6 +413,18 @@ def test_output_to_a_reader_that_has_gone_is_no_traceback(args: list[str]) -> No
     assert result.returncode == 1
 
 
+def test_another_broken_pipe_is_still_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only stdout's reader going is quiet: a pipe to a worker that breaks is a real error."""
+    import gameon.cli
+
+    def broken(arguments: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(gameon.cli, "run_command", broken)
+    with pytest.raises(BrokenPipeError):
+        main(["envs"])
+
+
 @pytest.mark.parametrize("group", ["bench", "leaderboard"])
 def test_harness_help_exits_0_listing_its_subcommands(
     group: str, capsys: pytest.CaptureFixture[str]
