@@ -100,8 +100,11 @@ class StackingEnv(gym.Env):
                 )
         self.reward_mode = _choice("reward_mode", reward_mode, REWARD_MODES)
         self.obs_mode = _choice("obs_mode", obs_mode, OBS_MODES)
-        if render_mode is not None:
-            _choice("render_mode", render_mode, self.metadata["render_modes"])
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(
+                f"unknown render_mode {render_mode!r}; accepted: rgb_array (and, through "
+                "gym.make, human and rgb_array_list, which Gymnasium's wrappers make of it)"
+            )
         self.render_mode = render_mode
         self.camera = _choice("camera", camera, CAMERAS)
         self.pixel_camera = _choice("pixel_camera", pixel_camera, CAMERAS)
