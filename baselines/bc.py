@@ -100,13 +100,9 @@ def train(args: Args) -> dict:
                 writer.add_scalar(f"losses/{name}", value, update)
             elapsed = time.perf_counter() - start - run.eval_seconds
             writer.add_scalar("charts/updates_per_s", update / elapsed, update)
-        if args.print_every > 0 and update % args.print_every == 0 and update < args.num_updates:
-            rate = update / (time.perf_counter() - start - run.eval_seconds)
-            print(
-                f"update {update}/{args.num_updates}: continuous loss "
-                f"{continuous_loss.item():.4f}, gripper loss {gripper_loss.item():.4f}, "
-                f"{rate:.0f} updates/s, {(args.num_updates - update) / rate:.0f} s left"
-            )
+        run.print_progress(
+            update, start, {"continuous loss": continuous_loss, "gripper loss": gripper_loss}
+        )
         if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
             report = run.evaluate(actor, normalizer, update)
             print(

@@ -624,6 +624,19 @@ class OfflineRun:
         self.evaluations.append(report.curve_point(update=update))
         return report
 
+    def print_progress(self, update: int, start: float, losses: dict[str, torch.Tensor]) -> None:
+        """Every `print_every` updates but the last (its evaluation line follows): the losses,
+        updates/s and the time left, so a run without evaluations on the way is not silent.
+        Losses are read (a device sync) only when printed."""
+        args = self.args
+        if args.print_every <= 0 or update % args.print_every or update >= args.num_updates:
+            return
+        rate = update / (time.perf_counter() - start - self.eval_seconds)
+        named = ", ".join(f"{name} {loss.item():.4f}" for name, loss in losses.items())
+        left = (args.num_updates - update) / rate
+        total = args.num_updates
+        print(f"update {update}/{total}: {named}, {rate:.0f} updates/s, {left:.0f} s left")
+
     def finish(
         self,
         actor: ChunkedActor,

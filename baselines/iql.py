@@ -205,13 +205,9 @@ def train(args: Args) -> dict:
             writer.add_scalar("charts/actor_lr", actor_schedule.get_last_lr()[0], update)
             elapsed = time.perf_counter() - start - run.eval_seconds
             writer.add_scalar("charts/updates_per_s", update / elapsed, update)
-        if args.print_every > 0 and update % args.print_every == 0 and update < args.num_updates:
-            rate = update / (time.perf_counter() - start - run.eval_seconds)
-            print(
-                f"update {update}/{args.num_updates}: value {value_loss.item():.4f}, critic "
-                f"{critic_loss.item():.4f}, actor {actor_loss.item():.4f}, "
-                f"{rate:.0f} updates/s, {(args.num_updates - update) / rate:.0f} s left"
-            )
+        run.print_progress(
+            update, start, {"value": value_loss, "critic": critic_loss, "actor": actor_loss}
+        )
         if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
             report = run.evaluate(actor, normalizer, update)
             print(
