@@ -3,7 +3,11 @@
 K runs of a leaderboard entry are sampled (a seeded draw, stated), each one's training is re-run
 from the configuration its record holds (`training.config`, or for older collect records
 `extra["config"]`: the LoopConfig or the learner's Args, the curriculum, its settings and the VLM
-backend), and the evaluation it gets is compared with the claim:
+backend), and the evaluation it gets is compared with the claim. A collect run extended with more
+iterations whose curriculum reads the run's budget (hand: its stage windows, sized from the
+iterations the run started with and kept by the extension) is re-run as it was made: started
+with the record's `training.start_iterations`, then extended in the same folder to its
+`iterations`. The comparison:
 
 - bitwise, where the record names this machine, these library versions and this commit: every
   episode of every evaluation must be identical (instruction, seed, success, return, length) and
@@ -121,6 +125,10 @@ class Plan:
     config: Any
     """a LoopConfig (collect) or the learner's Args (online)"""
     notes: list[str] = field(default_factory=list)
+    start_iterations: int | None = None
+    """collect: the iterations to start the re-run with before extending it to the config's, as
+    the run was made (an extended run whose curriculum reads its budget); None: run the config
+    straight through"""
 
 
 @dataclass
@@ -350,7 +358,28 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
             f"this version refuses the record's config ({error}); audit it at the record's "
             f"commit {record.git_commit}"
         ) from None
-    return Plan(record.protocol, record.learner, config, notes)
+    start = _start_iterations(record, config, notes)
+    return Plan(record.protocol, record.learner, config, notes, start)
+
+
+def _start_iterations(record: RunRecord, config: Any, notes: list[str]) -> int | None:
+    """The iterations to start a collect re-run with before extending it (None: run the config
+    straight): those the run started with, where it was extended since and its curriculum read
+    the budget they gave (hand's windows), which the extension kept. Other curricula decide the
+    same whatever the budget, so their extended runs re-run straight through."""
+    from gameon.experimenter.curricula import curriculum_class
+
+    start = record.training.start_iterations if record.training else None
+    if record.protocol != "collect" or start is None or start >= config.iterations:
+        return None
+    if not curriculum_class(config.curriculum).reads_budget:
+        return None
+    notes.append(
+        f"started with iterations {start} and extended to {config.iterations}; the "
+        f"{config.curriculum} curriculum keeps the budget it started with, so the re-run starts "
+        f"with iterations {start} and is then extended in the same folder, as the run was"
+    )
+    return start
 
 
 def _vlm_rerun(record: RunRecord, record_dir: Path, config: Any, notes: list[str]) -> Any:
@@ -458,8 +487,19 @@ def run_training(plan: Plan, folder: Path) -> Rerun:
 
 
 def _rerun_collect(plan: Plan, folder: Path) -> Rerun:
-    from gameon.experimenter.loop import run_experiment
+    """Run the collect loop as the record's run was made: straight through, or started with
+    `plan.start_iterations` and then extended (the first part skipped where an interrupted
+    audit's re-run got past it)."""
+    from gameon.experimenter.loop import load_state, run_experiment
 
+    if plan.start_iterations is not None:
+        try:
+            state = load_state(folder, plan.config)
+        except ValueError:  # unreadable: the first run_experiment reports it and re-does the run
+            state = None
+        if state is None or state.iteration < plan.start_iterations:
+            start = dataclasses.replace(plan.config, iterations=plan.start_iterations)
+            run_experiment(start, folder, progress=False)
     record = run_experiment(plan.config, folder, progress=False)
     bad = [f for report in record.extra.get("bad_files", []) for f in report["files"]]
     notes = []

@@ -499,8 +499,8 @@ def training_config(record: RunRecord) -> tuple[dict[str, Any], str] | None:
 def contradictions(record: RunRecord) -> list[str]:
     """Where a record contradicts itself: its target skills and its env's, its seed, learner
     (collect), curriculum, env or budget and its own training config, its curve going on past
-    mastery with auto_stop on in its config (`_early_mastery`), or its env steps and curve and
-    its budget. The audit finds such a record not reproduced before any training; a submission
+    mastery with auto_stop on in its config (`_early_mastery`), or its env steps, curve and start
+    and its budget. The audit finds such a record not reproduced before any training; a submission
     holding one is rejected."""
     problems = []
     targets = list(ENV_SKILLS[record.env_id][0])
@@ -558,9 +558,10 @@ def _early_mastery(record: RunRecord, config: dict[str, Any]) -> str | None:
 
 
 def _beyond_budget(record: RunRecord) -> list[str]:
-    """Where a record's env steps or curve do not fit its budget. An online run trains until it
-    has taken total_timesteps env steps and evaluates last at its final step; a collect run's
-    curve counts iterations, up to its budget's (fewer if it stopped early)."""
+    """Where a record's env steps, curve or start do not fit its budget. An online run trains
+    until it has taken total_timesteps env steps and evaluates last at its final step; a collect
+    run's curve counts iterations, up to its budget's (fewer if it stopped early), and it started
+    with at most those iterations (`training.start_iterations`: an extension only adds)."""
     last = record.curve[-1].step
     problems = []
     if record.curve_unit == "env_steps":
@@ -578,6 +579,12 @@ def _beyond_budget(record: RunRecord) -> list[str]:
     iterations = record.budget.get("iterations")
     if record.curve_unit == "iterations" and iterations is not None and last > iterations:
         problems.append(f"curve[-1].step {last}, beyond the budget's {iterations} iterations")
+    start = record.training.start_iterations if record.training else None
+    if start is not None and iterations is not None and start > iterations:
+        problems.append(
+            f"training.start_iterations {start}, more than the budget's {iterations} iterations "
+            "(a resumed run may only add iterations)"
+        )
     return problems
 
 

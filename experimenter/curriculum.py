@@ -21,9 +21,9 @@ the target's prerequisite chain, read from the learner's evaluations) and `negat
 (spends the budget on reach and push tasks the target does not need). The `vlm` curriculum lives
 in `vlm_curriculum.py`, the registry that sees them all in `curricula.py` (`make_curriculum`,
 `curriculum_for_env`). What differs between curricula is said by the curricula themselves
-(`setup_options`, `settings`, `usage()`, `use_library`, `experimenter`), never by a test of a
-curriculum's name, so a new curriculum is one class plus one line in the registry. An outcome
-whose instruction parses but is not among a curriculum's tasks is ignored.
+(`setup_options`, `settings`, `reads_budget`, `usage()`, `use_library`, `experimenter`), never
+by a test of a curriculum's name, so a new curriculum is one class plus one line in the registry.
+An outcome whose instruction parses but is not among a curriculum's tasks is ignored.
 """
 
 from __future__ import annotations
@@ -167,6 +167,11 @@ class Curriculum(ABC):
     keeps_transcript: ClassVar[bool] = False
     """Whether it writes what it asked a model to the run folder (`transcript.jsonl`), so a
     learner builds it again once that folder exists."""
+    reads_budget: ClassVar[bool] = False
+    """Whether `build` reads the run's budget (hand: its `window_share` stages), so that what it
+    decides depends on the iterations a collect run was started with: an extended run keeps
+    what it was built with, and the audit re-runs it by starting with those iterations and then
+    extending it (`benchmark.audit.plan_rerun`)."""
     experimenter: ClassVar[bool] = False
     """Whether the collect loop runs the experimenter's steps with it (`vlm/collect.py`): consult
     on each iteration's first scene, plan every task, analyse the curves and promote by verdict,
@@ -413,6 +418,7 @@ class HandCurriculum(Curriculum):
 
     name = "hand"
     settings = ("hand_curriculum",)
+    reads_budget = True
 
     def __init__(self, stages: Sequence[Stage], seed: int | None = 0, review: float = 0.1) -> None:
         super().__init__(seed)

@@ -68,8 +68,10 @@ dataset root or policy folder that the state does not name as committed (the lef
 interrupted iteration, or the previous root whose deletion was interrupted) is removed and the
 interrupted iteration runs again from its seeds, so it collects exactly the episodes it would have.
 A finished run started again with more `iterations` goes on from its last commit (the hand
-curriculum keeps the stage windows it started with); its record is removed only once the state
-has loaded, and written anew when the added iterations end. A run that `auto_stop` ended as
+curriculum keeps the stage windows it started with; the state and the record keep the
+iterations the run started with, `start_iterations`, so the audit re-runs it the same way); its
+record is removed only once the state has loaded, and written anew when the added iterations
+end. A run that `auto_stop` ended as
 mastered stays stopped while auto_stop is on (asked for more iterations, it says so on stderr);
 resumed with auto_stop off, it goes on. Besides `iterations` and `auto_stop`, a resumed run may
 change how requests are sent (`vlm_timeout`, `vlm_retries`) and the settings its curriculum does
@@ -245,6 +247,11 @@ class CollectState(StrictModel):
     transcript_entries: int | None = None
     """calls in transcript.jsonl at this commit: a resumed run marks those after them as
     abandoned, so a replay skips them (None in states made before this count)"""
+    start_iterations: int | None = None
+    """the iterations the run was started with: its curriculum's budget was sized from them
+    (hand's `window_share` windows), and a run extended with more iterations keeps that budget,
+    so the record carries them for the audit to re-run it as it was made (None in states made
+    before this was kept, and in the runs extended from them)"""
 
     def write(self, path: Path) -> None:
         """Write the state atomically as indented JSON."""
@@ -1005,6 +1012,7 @@ def run_iteration(
         vlm=vlm_usage(curriculum),
         seed=config.seed,
         wall_seconds=iterations_seconds(history),  # a superseded final evaluation is not kept
+        start_iterations=config.iterations if state is None else state.start_iterations,
     )
 
 
@@ -1070,7 +1078,8 @@ def portable_library(library: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 
 def training_of(config: LoopConfig, state: CollectState, run_dir: Path) -> Training:
     """What the run's training read: the LoopConfig, the learner's Args of the final iteration,
-    the practice env's kwargs and, for vlm, the transcript to replay."""
+    the practice env's kwargs, the iterations it was started with (its curriculum's budget)
+    and, for vlm, the transcript to replay."""
     from gameon.experimenter.embodiment import MAX_EPISODE_STEPS
 
     summary = (run_dir / state.policy).parent / "summary.json"
@@ -1081,6 +1090,7 @@ def training_of(config: LoopConfig, state: CollectState, run_dir: Path) -> Train
         learner_args=learner_args,
         env_kwargs={"max_episode_steps": MAX_EPISODE_STEPS, "terminate_on_success": False},
         transcript=transcript.name if transcript.is_file() else None,
+        start_iterations=state.start_iterations,
     )
 
 

@@ -161,6 +161,11 @@ class Training(StrictModel):
     transcript: str | None = None
     """vlm curriculum: the model's transcript.jsonl, relative to the run folder (an audit replays
     it)"""
+    start_iterations: int | None = Field(default=None, ge=0)
+    """collect: the iterations the run was started with, which its curriculum's budget was sized
+    from (hand's `window_share` windows); fewer than config's `iterations` where it was extended
+    since, keeping that budget, so an audit re-runs it the same way: started with these, then
+    extended. None: online, or a record made before it was kept"""
 
 
 class RunRecord(StrictModel):

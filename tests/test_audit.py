@@ -710,6 +710,69 @@ def test_a_run_resumed_with_auto_stop_turned_off_audits_and_one_turned_on_is_ref
     )
 
 
+SHARED_WINDOWS = """
+min_window = 3
+
+[[stage]]
+name = "reach"
+skills = ["reach"]
+window_share = 0.5
+threshold = 0.8
+
+[[stage]]
+name = "lift"
+skills = ["lift"]
+window_share = 0.5
+threshold = 0.8
+"""
+"""Hand stages whose windows are half the run's budget: 3 outcomes for a run of 1 iteration of
+4 episodes, 6 for one of 3 iterations."""
+
+
+def test_an_extended_hand_run_audits_as_it_was_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hand run extended with more iterations keeps the stage windows its start's budget gave;
+    the audit starts the re-run with those iterations and extends it, so it reproduces bitwise. A
+    re-run of the final iterations from scratch gets other windows: the scripted expert's 4
+    reach successes of iteration 1 fill a window of 3, not one of 6, so the stages, the tasks and
+    the weights part from iteration 2 on."""
+    from gameon.experimenter import curriculum
+    from gameon.experimenter.loop import make_loop_curriculum
+
+    stages = tmp_path / "stages.toml"
+    stages.write_text(SHARED_WINDOWS)
+    monkeypatch.setattr(curriculum, "HAND_CURRICULUM_TOML", stages)
+    config = replace(
+        TINY,
+        practice_env_id="GameOn/MultiSkill-v0",
+        eval_env_id="GameOn/Reach-v0",
+        curriculum="hand",
+        collector="expert",
+        episodes_per_iteration=4,
+    )
+    run_dir = tmp_path / "runs" / "collect__Reach__hand__bc__s0"
+    run_experiment(config, run_dir, progress=False)
+    record = run_experiment(replace(config, iterations=3), run_dir, progress=False)
+    assert record.training.start_iterations == 1
+    state = json.loads((run_dir / "state.json").read_text())
+    from_scratch = make_loop_curriculum(replace(config, iterations=3))
+    assert state["curriculum"]["windows"] == [3, 3]
+    assert [stage.window for stage in from_scratch.stages] == [6, 6]
+    result = submit([run_dir], tmp_path / "board", min_seeds=1)
+    assert result.accepted, result.reasons
+    lines: list[str] = []
+
+    audit = audit_entry(
+        result.entry_id, 1, tmp_path / "board", work_root=tmp_path / "w", say=lines.append
+    )
+
+    assert (audit.results[0].outcome, audit.results[0].comparison) == ("reproduced", "bitwise")
+    assert "started with iterations 1 and extended to 3; the hand curriculum keeps" in "\n".join(
+        lines
+    )
+
+
 def test_every_published_collect_v2_run_can_be_planned_for_an_audit_here() -> None:
     """Config fields added since the published runs were made (their defaults doing what those
     runs did, e.g. vlm_timeout and vlm_retries) leave them auditable at this commit."""

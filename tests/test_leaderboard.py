@@ -500,6 +500,20 @@ def test_a_record_that_contradicts_its_config_or_budget_is_rejected(board, tmp_p
     )
 
 
+def test_a_record_started_with_more_iterations_than_its_budget_is_rejected(board, tmp_path) -> None:
+    """A run is only ever extended, so it cannot have started with more iterations than its
+    record's budget holds (the audit would re-run it from that start)."""
+    extended = [_trained(run, start_iterations=1) for run in _runs(tmp_path / "ext", LP, "hand")]
+    assert submit(extended, tmp_path / "another board").accepted
+    more = [_trained(run, start_iterations=3) for run in _runs(tmp_path / "more", LP, "hand")]
+    _rejected(
+        board,
+        more,
+        "the record contradicts its own budget: training.start_iterations 3, more than the "
+        "budget's 2 iterations",
+    )
+
+
 def test_target_skills_other_than_the_envs_are_rejected(board, tmp_path) -> None:
     """The target success is over the record's target skills: edited to an easier skill of its
     evaluation, it would rank the run by that skill."""

@@ -361,6 +361,26 @@ def test_a_finished_hand_run_goes_on_with_more_iterations_and_keeps_its_stage_wi
     assert json.loads((tmp_path / "state.json").read_text())["curriculum"]["windows"] == windows
 
 
+def test_the_state_and_record_keep_the_iterations_an_extended_run_started_with(
+    tmp_path: Path,
+) -> None:
+    """An extension keeps the budget the run's curriculum was built with, so the state and the
+    record say which it was (the audit re-runs an extended hand run from it); a state from
+    before this was kept still extends, saying it does not know (None)."""
+    config = replace(TINY, iterations=1, num_updates=20, target_eval_episodes=1)
+    record = run_experiment(config, tmp_path, progress=False)
+    assert record.training.start_iterations == 1
+    record = run_experiment(replace(config, iterations=2), tmp_path, progress=False)
+    assert record.training.start_iterations == 1 and record.budget["iterations"] == 2
+    assert json.loads((tmp_path / "state.json").read_text())["start_iterations"] == 1
+
+    older = json.loads((tmp_path / "state.json").read_text())
+    del older["start_iterations"]
+    (tmp_path / "state.json").write_text(json.dumps(older))
+    record = run_experiment(replace(config, iterations=3), tmp_path, progress=False)
+    assert record.extra["iterations_done"] == 3 and record.training.start_iterations is None
+
+
 def test_a_moved_run_folder_resumes_with_its_own_checkpoints(tmp_path: Path) -> None:
     config = replace(TINY, iterations=1, num_updates=20, target_eval_episodes=1)
     run_experiment(config, tmp_path / "a", progress=False)
