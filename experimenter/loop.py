@@ -1207,6 +1207,25 @@ def finished(config: LoopConfig, state: CollectState | None) -> bool:
     return stopped or state.iteration >= config.iterations
 
 
+def iteration_line(config: LoopConfig, state: CollectState) -> str:
+    """One line on the iteration just committed: its evaluated success per skill, its time, and
+    what is left at its pace (a run in a log shows no bars, so this is what says it moves)."""
+    last = state.history[-1]
+    rates = ", ".join(f"{skill} {rate:.2f}" for skill, rate in last["eval"].items())
+    line = (
+        f"iteration {state.iteration}/{config.iterations} committed in {last['seconds']:.0f} s: "
+        f"evaluated success {rates}"
+    )
+    if state.stopped == "mastered":
+        return f"{line}; every target skill mastered, so the run stops here (auto_stop)"
+    left = config.iterations - state.iteration
+    if left > 0:
+        seconds = left * last["seconds"]
+        pace = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+        line += f"; {left} to go, about {pace} at this pace"
+    return line
+
+
 def mastered_note(config: LoopConfig, run_dir: Path, state: CollectState | None) -> str | None:
     """What to tell a user who asks a run that auto_stop ended as mastered for more iterations
     than it was started with (None otherwise): auto_stop keeps it stopped, so no iteration is
@@ -1339,6 +1358,9 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
             state = new
             plot_curves(state, run_dir / "curves.png")
             bar.advance(iterations)
+            if progress:  # above the bars on a terminal; in a log, the only sign of progress
+                line = iteration_line(config, state)
+                bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
         bar.update(iterations, total=state.iteration + 1, completed=state.iteration + 1)
         bar.update(episodes, visible=False)  # the run is done: an early stop's bar would hang
     if state.targets is None:

@@ -55,6 +55,18 @@ def final_state(run_dir: Path) -> dict:
     }
 
 
+def test_each_iteration_says_what_it_evaluated_and_what_is_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Progress bars draw nothing when stderr is a log: a line per iteration says it moves."""
+    run_experiment(replace(TINY, iterations=1, num_updates=20), tmp_path, progress=True)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "committed in" in line]
+    assert [line.split(" committed")[0] for line in lines] == ["iteration 0/1", "iteration 1/1"]
+    assert "evaluated success reach " in lines[0]
+    assert lines[0].endswith(" s at this pace") and "1 to go, about " in lines[0]
+    assert "to go" not in lines[1]
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunRecord]:
     run_dir = tmp_path_factory.mktemp("tiny")
