@@ -314,7 +314,7 @@ def parse_spec(data: dict[str, Any], default_name: str = "matrix") -> MatrixSpec
     """Build a MatrixSpec from parsed TOML; ValueError names the bad key and accepted values."""
     data = {"name": default_name, **data}
     matrix = _validate(MatrixSchema, data, "")
-    if not any(protocol in data for protocol in PROTOCOLS):
+    if not any(data.get(protocol) not in (None, []) for protocol in PROTOCOLS):
         raise ValueError("the matrix spec has no protocol section; add [online] and/or [collect]")
     notes: list[str] = []
     defaults = _curricula(matrix.curricula, "curricula", notes)

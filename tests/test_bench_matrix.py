@@ -265,6 +265,13 @@ def test_spec_without_protocols_is_refused():
         parse_spec(spec)
 
 
+@pytest.mark.parametrize("protocol", ["online", "collect"])
+def test_an_empty_list_of_protocol_sections_is_refused(protocol):
+    """`online = []` is an array of no [[online]] tables: a matrix of no runs, not a spec."""
+    with pytest.raises(ValueError, match=r"no protocol section; add \[online\]"):
+        parse_spec({protocol: []})
+
+
 def test_checked_spec_refuses_unknown_settings_and_impossible_curricula(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text(
