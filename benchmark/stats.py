@@ -51,6 +51,8 @@ def iqm(values: Sequence[float] | np.ndarray) -> float:
     array = np.asarray(values, dtype=float)
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"iqm needs a non-empty 1-D sequence of numbers, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"iqm needs finite numbers, got {array.tolist()}")
     return float(stats.trim_mean(array, TRIM))
 
 

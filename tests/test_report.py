@@ -46,6 +46,13 @@ def test_iqm_is_the_mean_of_the_middle_half() -> None:
         iqm([])
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_iqm_refuses_a_non_finite_value_as_iqm_ci_does(bad) -> None:
+    """Unchecked, trim_mean gives nan for a NaN and trims an inf away as if it were a number."""
+    with pytest.raises(ValueError, match="finite"):
+        iqm([0.1, bad, 0.2, 0.3])
+
+
 def test_bootstrap_interval_contains_the_estimate_and_narrows_with_more_runs() -> None:
     small = iqm_ci([SAMPLE])
     large = iqm_ci([SAMPLE * 8])
