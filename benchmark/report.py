@@ -560,8 +560,9 @@ def pipeline_banner(summary: dict) -> str | None:
 
 
 def render_markdown(summary: dict) -> str:
-    """The report's Markdown: the group table, the across-env table, plots and skipped runs,
-    each table followed by what its columns mean."""
+    """The report's Markdown: the group table, the controls check, what each comparison with
+    `fixed` lets one conclude, the across-env table, plots and skipped runs, each table followed
+    by what its columns mean."""
     heading = "# Benchmark report"
     if summary.get("matrix"):
         heading += f" ({summary['matrix']})"
@@ -583,6 +584,7 @@ def render_markdown(summary: dict) -> str:
     lines += _cap_lines(summary["groups"])
     lines += _target_lines(summary["groups"])
     lines += _controls_lines(summary.get("controls", []), seeds)
+    lines += _comparison_lines(summary["groups"], summary.get("controls", []), seeds)
     if summary["across_envs"]:
         lines += ["", "## Across envs", ""]
         header = ["protocol", "curriculum", "learner", "envs", "IQM [95% CI]", "P(> fixed)"]
@@ -721,14 +723,72 @@ def _controls_lines(
             verdict = f"not judged: no intervals with {_seeds_text(check['runs'])}"
         elif check["separated"]:
             verdict = "separated"
+        elif check["negative"]["low"] > check["positive"]["high"]:
+            verdict = "REVERSED (the negative control scores higher): this comparison is blind"
         else:
-            verdict = "NOT separated: this comparison is blind"
+            verdict = "NOT separated (the intervals overlap): this comparison is blind"
         lines.append(
             f"- {check['protocol']} / {check['env_id']} / {check['learner']}: positive control "
             f"{_interval(check['positive'], positive)} vs negative control "
             f"{_interval(check['negative'], negative)} on the target: {verdict}."
         )
     return lines
+
+
+def comparison_verdict(estimate: dict, fixed: dict, runs: int) -> str:
+    """What a curriculum's target interval lets one conclude against `fixed`'s, by the rule of
+    the controls check: better or worse only when the 95% intervals do not overlap; not judged
+    below MIN_RUNS_FOR_INTERVAL seeds on either side."""
+    if runs < MIN_RUNS_FOR_INTERVAL:
+        return f"not judged: no intervals with {_seeds_text(runs)}"
+    if estimate["low"] > fixed["high"]:
+        return "better than fixed (the intervals do not overlap)"
+    if estimate["high"] < fixed["low"]:
+        return "worse than fixed (the intervals do not overlap)"
+    return "no difference shown (the intervals overlap)"
+
+
+def _comparison_lines(
+    groups: Sequence[dict], checks: Sequence[dict], seeds: dict[tuple[str, str, str, str], int]
+) -> list[str]:
+    """A line per curriculum compared with `fixed` on the target: what the two intervals let one
+    conclude, and that nothing is ranked where the controls ran and did not separate."""
+    fixed = {
+        (g["protocol"], g["learner"], g["env_id"]): g
+        for g in groups
+        if g["curriculum_label"] == BASELINE
+    }
+    blind = {(c["protocol"], c["learner"], c["env_id"]) for c in checks if c["separated"] is False}
+    lines = []
+    for group in groups:
+        key = (group["protocol"], group["learner"], group["env_id"])
+        baseline = fixed.get(key)
+        if baseline is None or group is baseline:
+            continue
+        runs = _baseline_seeds(group, seeds)
+        verdict = comparison_verdict(group["target_success"], baseline["target_success"], runs)
+        if key in blind:
+            verdict += "; but the controls did not separate here, so this ranks nothing"
+        own, theirs = len(group["seeds"]), len(baseline["seeds"])
+        lines.append(
+            f"- {group['protocol']} / {group['env_id']} / {group['learner']}: "
+            f"{group['curriculum_label']} {_interval(group['target_success'], own)} vs fixed "
+            f"{_interval(baseline['target_success'], theirs)}, P(> fixed) "
+            f"{_interval(group['improvement_over_fixed'], runs)}: {verdict}."
+        )
+    if not lines:
+        return []
+    return [
+        "",
+        "## Comparisons with fixed",
+        "",
+        "On target success, by the rule of the controls check: a curriculum is called better or "
+        "worse than `fixed` only when their 95% intervals do not overlap. With few seeds a "
+        "bootstrap interval is narrow (it cannot show variation the runs did not have), so a "
+        "P(> fixed) interval that excludes 0.50 alone is not taken as a difference.",
+        "",
+        *lines,
+    ]
 
 
 def _group_row(group: dict, seeds: dict[tuple[str, str, str, str], int]) -> list[object]:

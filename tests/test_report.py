@@ -415,3 +415,58 @@ def test_a_failed_run_is_skipped_with_its_error(tmp_path) -> None:
     summary = json.loads(write_report(results).json.read_text())
     (skipped,) = summary["skipped"]
     assert skipped["reason"].startswith("failed: RuntimeError: boom (see ")
+
+
+NONE, ONE_IN_FOUR, ALL = [False] * 4, [True, False, False, False], [True] * 4
+
+
+def comparison_line(markdown: str, label: str) -> str:
+    section = markdown.split("## Comparisons with fixed", 1)[1].split("\n## ", 1)[0]
+    return next(line for line in section.splitlines() if f"bc: {label} " in line)
+
+
+def test_a_curriculum_is_called_better_or_worse_only_where_the_intervals_do_not_overlap(
+    tmp_path,
+) -> None:
+    """As in the paper preset: fixed succeeds a little in three of five seeds, hand never.
+    P(> fixed)'s interval then lies below 0.50, but the target intervals overlap; the report
+    calls that no difference rather than hand worse."""
+    markdown = report_of(
+        tmp_path,
+        {
+            "fixed": [ONE_IN_FOUR, NONE, ONE_IN_FOUR, NONE, ONE_IN_FOUR],
+            "hand": [NONE] * 5,
+            "lp": [ALL] * 5,
+        },
+    )
+    summary = json.loads((tmp_path / "results" / "report.json").read_text())
+    hand = next(g for g in summary["groups"] if g["curriculum"] == "hand")
+    assert hand["improvement_over_fixed"]["high"] < 0.5  # the bootstrap alone would say worse
+    assert comparison_line(markdown, "hand").endswith(
+        "hand 0.00 [0.00, 0.00] vs fixed 0.17 [0.00, 0.25], P(> fixed) 0.20 [0.00, 0.40]: "
+        "no difference shown (the intervals overlap)."
+    )
+    assert comparison_line(markdown, "lp").endswith(
+        "better than fixed (the intervals do not overlap)."
+    )
+
+
+def test_comparisons_are_not_judged_below_three_seeds_nor_ranked_without_controls(
+    tmp_path,
+) -> None:
+    few = report_of(tmp_path / "few", {"fixed": [NONE] * 2, "lp": [ALL] * 3})
+    assert comparison_line(few, "lp").endswith("not judged: no intervals with 2 seeds.")
+    blind = report_of(
+        tmp_path / "blind",
+        {
+            "fixed": [NONE] * 3,
+            "lp": [ALL] * 3,
+            "positive_control": [NONE] * 3,
+            "negative_control": [ALL] * 3,
+        },
+    )
+    assert comparison_line(blind, "lp").endswith(
+        "better than fixed (the intervals do not overlap); but the controls did not separate "
+        "here, so this ranks nothing."
+    )
+    assert "REVERSED (the negative control scores higher): this comparison is blind" in blind
