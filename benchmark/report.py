@@ -429,6 +429,12 @@ def matrix_heading(results_dir: Path) -> str | None:
     return f"{matrix['name']}: {matrix.get('description') or 'no description'}"
 
 
+IQM_CUT = (
+    "the mean after a quarter of the runs, rounded down, is cut from each end, so the plain mean "
+    "of 1 to 3 seeds and the mean of the middle 3 of 5"
+)
+"""What scipy's trim_mean(0.25) does with few runs: exactly the middle 50% only when 4 divides
+their number."""
 METHOD = (
     "Target success is each run's final success rate over the evaluation episodes of its target "
     "skills, recomputed from the per-episode outcomes; under collect v2 it is the composed "
@@ -437,8 +443,9 @@ METHOD = (
     "own goal) is shown beside it. All-skills success is the same over every "
     "episode of the evaluation suite (for the collect protocol, every skill of the practice env). "
     "Runs are aggregated over seeds with the "
-    "interquartile mean (IQM, scipy trim_mean 0.25) and a 95% stratified-bootstrap percentile "
-    "interval (2000 resamples, seed 0). P(> fixed) is the probability that a run of the "
+    f"interquartile mean (IQM, scipy trim_mean 0.25: {IQM_CUT}) and a 95% stratified-bootstrap "
+    f"percentile interval (2000 resamples, seed 0; the curves' bands {CURVE_RESAMPLES}). "
+    "P(> fixed) is the probability that a run of the "
     "curriculum beats a run of `fixed` (ties count one half), with its bootstrap interval. "
     "Entropies are normalised Shannon entropies of the collected tasks over the 7 skills and "
     "over the blocks named. VLM figures, wall time and steps/s are means per run."
@@ -504,8 +511,8 @@ GROUP_LEGEND = (
     (
         "target success IQM [95% CI]",
         "final success rate on the target skills (collect v2: the composed policy's on the "
-        "target env's suite) as the interquartile mean (IQM, the mean of the middle 50%) over "
-        f"the runs, with {INTERVAL_NOTE}",
+        f"target env's suite) as the interquartile mean (IQM: {IQM_CUT}) over the runs, with "
+        f"{INTERVAL_NOTE}",
     ),
     ("mean", "the plain mean of the same per-run rates"),
     ("all-skills IQM [95% CI]", "the same over every skill of the evaluation suite"),

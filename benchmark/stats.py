@@ -26,7 +26,8 @@ N_RESAMPLES = 2000
 SEED = 0
 """Bootstrap defaults: 95% percentile intervals from 2000 resamples of a seeded generator."""
 TRIM = 0.25
-"""trim_mean cuts this fraction from each end: the mean of the middle 50%."""
+"""trim_mean cuts this fraction of the values, rounded down, from each end: the mean of the
+middle 50% when 4 divides their number; of 1 to 3 values none is cut, of 5 one from each end."""
 MIN_RUNS_FOR_INTERVAL = 3
 """Reports show an interval only from this many runs (seeds) on: a bootstrap over one or two runs
 only repeats them, so its interval says nothing about the next seed."""
@@ -47,7 +48,8 @@ class Estimate:
 
 
 def iqm(values: Sequence[float] | np.ndarray) -> float:
-    """Interquartile mean: the mean of the middle 50% of the values (scipy's trim_mean, 0.25)."""
+    """Interquartile mean: the mean of the middle 50% of the values (scipy's trim_mean, 0.25,
+    which cuts int(0.25 n) values from each end: the plain mean of 1 to 3 values)."""
     array = np.asarray(values, dtype=float)
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"iqm needs a non-empty 1-D sequence of numbers, got shape {array.shape}")

@@ -470,3 +470,16 @@ def test_comparisons_are_not_judged_below_three_seeds_nor_ranked_without_control
         "here, so this ranks nothing."
     )
     assert "REVERSED (the negative control scores higher): this comparison is blind" in blind
+
+
+def test_the_report_says_what_its_iqm_is_with_few_seeds_and_how_bands_are_resampled(
+    tmp_path,
+) -> None:
+    """trim_mean(0.25) cuts nothing of 3 runs and one of each end of 5: "the mean of the middle
+    50%" would promise a robustness that 3 or 5 seeds do not have."""
+    assert iqm([0.0, 0.0, 0.9]) == pytest.approx(0.3)
+    assert iqm([0.0, 0.1, 0.2, 0.3, 0.9]) == pytest.approx(0.2)
+    markdown = report_of(tmp_path, {"fixed": FIXED})
+    assert "middle 50%" not in markdown
+    assert "the plain mean of 1 to 3 seeds and the mean of the middle 3 of 5" in markdown
+    assert "2000 resamples, seed 0; the curves' bands 500" in markdown
