@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import json
 import re
 import sys
@@ -437,8 +438,14 @@ def open_writer(run_dir: Path, args: Any) -> SummaryWriter:
 def check_online_args(args: Any) -> None:
     """Reject what PPO's and SAC's Args (OnlineArgs and their env_id, reward_mode) share that
     cannot work: an unknown env id, reward mode
-    or vector env, curriculum settings that do not go together, a step limit below 1."""
+    or vector env, curriculum settings that do not go together, a step limit below 1, a negative
+    seed (numpy would refuse it only once the run folder is made), W&B tracking without wandb."""
     check_env_id(args.env_id)
+    for name in ("seed", "curriculum_seed"):
+        if getattr(args, name) is not None and getattr(args, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(args, name)}")
+    if args.track and importlib.util.find_spec("wandb") is None:
+        raise ValueError("track needs Weights & Biases: pip install wandb")
     if args.reward_mode not in REWARD_MODES:
         raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
     if args.vectorization not in VECTORIZATIONS:

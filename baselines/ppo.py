@@ -131,6 +131,28 @@ def check_args(args: Args) -> None:
         )
     if any(width < 1 for width in args.hidden):
         raise ValueError(f"hidden widths must be >= 1, got {args.hidden}")
+    check_algorithm_args(args)
+
+
+def check_algorithm_args(args: Args) -> None:
+    """Reject a rate, coefficient or norm that torch would refuse only once the run folder is
+    made (a learning rate <= 0) or that would train on nonsense without a word (a discount above
+    1, a negative clip); NaN fails every check."""
+    if not (args.learning_rate > 0 and math.isfinite(args.learning_rate)):
+        raise ValueError(f"learning_rate must be > 0, got {args.learning_rate}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {getattr(args, name)}")
+    for name in ("clip_coef", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(args, name)}")
+    for name in ("ent_coef", "vf_coef"):
+        if not (getattr(args, name) >= 0 and math.isfinite(getattr(args, name))):
+            raise ValueError(f"{name} must be >= 0, got {getattr(args, name)}")
+    if args.target_kl is not None and not args.target_kl > 0:
+        raise ValueError(f"target_kl must be > 0 (or None: no early stop), got {args.target_kl}")
+    if not math.isfinite(args.init_log_std):
+        raise ValueError(f"init_log_std must be a finite number, got {args.init_log_std}")
 
 
 def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:

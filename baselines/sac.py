@@ -169,6 +169,22 @@ def check_args(args: Args) -> None:
         raise ValueError(f"tau must be in (0, 1], got {args.tau}")
     if not args.hidden or any(width < 1 for width in args.hidden):
         raise ValueError(f"hidden must be one or more widths >= 1, got {args.hidden}")
+    check_algorithm_args(args)
+
+
+def check_algorithm_args(args: Args) -> None:
+    """Reject a learning rate, discount or temperature that torch or math would refuse only once
+    the run folder is made (a rate <= 0, log of an alpha <= 0) or that would train on nonsense
+    without a word (a discount above 1, a NaN target entropy); NaN fails every check."""
+    for name in ("policy_lr", "q_lr"):
+        if not (getattr(args, name) > 0 and math.isfinite(getattr(args, name))):
+            raise ValueError(f"{name} must be > 0, got {getattr(args, name)}")
+    if not 0.0 <= args.gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {args.gamma}")
+    if not (args.alpha > 0 and math.isfinite(args.alpha)):
+        raise ValueError(f"alpha must be > 0, got {args.alpha}")
+    if args.target_entropy is not None and not math.isfinite(args.target_entropy):
+        raise ValueError(f"target_entropy must be a finite number, got {args.target_entropy}")
 
 
 class SquashedGaussianPolicy(nn.Module):

@@ -4,6 +4,7 @@ setting is one line naming its option and exit 2, as are inputs that do not fit 
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,10 @@ def run(module: str, *arguments: str, cwd: Path | None = None) -> subprocess.Com
         ),
         ("sac", ["--curriculum", "negative_control"], "curriculum 'negative_control' cannot train"),
         ("sac", ["--demo-ratio", "1.5"], "demo_ratio must be in (0, 1), got 1.5"),
+        # refused by torch or numpy only once the run folder was made, with a traceback
+        ("ppo", ["--learning-rate", "-1"], "learning_rate must be > 0, got -1.0"),
+        ("sac", ["--alpha", "0"], "alpha must be > 0, got 0.0"),
+        ("sac", ["--seed", "-1"], "seed must be >= 0, got -1"),
         ("bc", ["--dataset-id", "missing/x-v0"], "dataset_id 'missing/x-v0' is not under"),
         ("iql", ["--dataset-id", FAILED, "--expectile", "1.5"], "expectile must be in (0, 1)"),
     ],
@@ -195,6 +200,20 @@ def test_coded_skills_that_cannot_be_read_are_one_line_and_leave_no_run_folder(
         f"python -m gameon.baselines.{module}: error: coded_skills missing.json: "
     )
     assert "no skill library at missing.json" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
+@pytest.mark.parametrize("module", ["ppo", "sac"])
+def test_track_without_wandb_is_one_line_and_leaves_no_run_folder(
+    module: str, tmp_path: Path
+) -> None:
+    result = run(module, "--track", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(
+        f"python -m gameon.baselines.{module}: error: track needs Weights & Biases"
+    )
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert list(tmp_path.iterdir()) == []
 

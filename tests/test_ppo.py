@@ -160,6 +160,14 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"vectorization": "threads"}, "accepted: shared, sync, async"),
         ({"curriculum": "random"}, "accepted: fixed, hand, lp"),
         ({"num_minibatches": 10_000}, "num_minibatches"),
+        ({"learning_rate": 0.0}, "learning_rate must be > 0"),
+        ({"gamma": 1.5}, r"gamma must be in \[0, 1\], got 1.5"),
+        ({"gae_lambda": float("nan")}, r"gae_lambda must be in \[0, 1\]"),
+        ({"clip_coef": -0.2}, "clip_coef must be > 0"),
+        ({"target_kl": -1.0}, "target_kl must be > 0"),
+        ({"init_log_std": float("nan")}, "init_log_std must be a finite number"),
+        ({"seed": -1}, "seed must be >= 0, got -1"),
+        ({"curriculum_seed": -2}, "curriculum_seed must be >= 0, got -2"),
     ],
 )
 def test_invalid_args_raise_naming_what_is_accepted(
@@ -167,3 +175,4 @@ def test_invalid_args_raise_naming_what_is_accepted(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         train(tiny_args(tmp_path / "run", **overrides))
+    assert not (tmp_path / "run").exists()
