@@ -12,6 +12,7 @@ checkpoints that every learner repeats lives here.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import importlib.util
@@ -500,6 +501,27 @@ class OnlineRun:
         self.eval_seconds += time.perf_counter() - start
         return report
 
+    def interrupted(self, global_step: int) -> None:
+        """After Ctrl-C: close the training envs and the logs (so TensorBoard keeps every point up
+        to the interruption) and say on stderr, in one line, what the run folder keeps. A run
+        does not resume, and its folder has no summary.json; checkpoint.pt and eval.json are there
+        only if an evaluation (`eval_every`) finished before the interruption."""
+        with contextlib.suppress(Exception):  # an env interrupted mid-step may refuse to close
+            self.envs.close()
+        self.writer.close()
+        if self.wandb is not None:
+            self.wandb.finish(exit_code=130)
+        kept = "its TensorBoard logs"
+        if self.evals:
+            step = self.evals[-1]["global_step"]
+            kept += f" and the checkpoint.pt and eval.json of the evaluation at step {step}"
+        print(
+            f"interrupted at env step {global_step} of {self.args.total_timesteps}: "
+            f"{self.run_dir} keeps {kept}, but no summary.json; a run does not resume, so "
+            "start it again with a new --run-dir",
+            file=sys.stderr,
+        )
+
     def finish(
         self,
         report: EvalReport,
@@ -818,10 +840,15 @@ def run_cli(
     *checks: Callable[[ArgsT], object],
 ) -> None:
     """A learner's command line: its Args from `parse_cli`, then `train`; inputs that do not fit
-    each other (RunRefused, before anything is written) end in one line and exit 2."""
+    each other (RunRefused, before anything is written) end in one line and exit 2, Ctrl-C in
+    `PROG: interrupted` and exit 130 (after the online learners' line on what their run folder
+    keeps, `OnlineRun.interrupted`) rather than a traceback."""
     args = parse_cli(args_type, prog, *checks)
     try:
         train(args)
     except RunRefused as error:
         print(f"{prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None

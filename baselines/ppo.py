@@ -276,156 +276,170 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     env_seconds = learn_seconds = 0.0
     global_step, agent_steps, next_eval, next_print = 0, 0, args.eval_every, args.print_every
 
-    noise_rng = np.random.default_rng(args.seed)
-    start_time = time.perf_counter()
-    observation, _ = envs.reset(seed=args.seed)
-    envs.action_space.seed(args.seed)
-    flat = flat_observation(observation)
-    normalizer.update(flat)
-    x = normalizer(flat)
+    try:
+        noise_rng = np.random.default_rng(args.seed)
+        start_time = time.perf_counter()
+        observation, _ = envs.reset(seed=args.seed)
+        envs.action_space.seed(args.seed)
+        flat = flat_observation(observation)
+        normalizer.update(flat)
+        x = normalizer(flat)
 
-    while global_step < args.total_timesteps:
-        if args.anneal_lr:
-            optimizer.param_groups[0]["lr"] = args.learning_rate * (
-                1.0 - global_step / (num_iterations * batch_size)
-            )
-        act_mean, value_of = numpy_mlp(actor.net), numpy_mlp(critic)
-        std = np.exp(log_std.detach().numpy())
-        log_norm = float(log_std.detach().sum()) + 0.5 * LOG_2PI * action_size
-        rows = steps
-        for step in range(steps):
-            obs_buf[step] = x
-            noise = noise_rng.standard_normal((n, action_size), np.float32)
-            action = act_mean(x) + std * noise
-            logprob_buf[step] = -0.5 * (noise * noise).sum(-1) - log_norm
-            value_buf[step] = value_of(x)[:, 0]
-            action_buf[step] = action
+        while global_step < args.total_timesteps:
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"] = args.learning_rate * (
+                    1.0 - global_step / (num_iterations * batch_size)
+                )
+            act_mean, value_of = numpy_mlp(actor.net), numpy_mlp(critic)
+            std = np.exp(log_std.detach().numpy())
+            log_norm = float(log_std.detach().sum()) + 0.5 * LOG_2PI * action_size
+            rows = steps
+            for step in range(steps):
+                obs_buf[step] = x
+                noise = noise_rng.standard_normal((n, action_size), np.float32)
+                action = act_mean(x) + std * noise
+                logprob_buf[step] = -0.5 * (noise * noise).sum(-1) - log_norm
+                value_buf[step] = value_of(x)[:, 0]
+                action_buf[step] = action
+
+                t0 = time.perf_counter()
+                observation, reward, terminated, truncated, info = envs.step(
+                    np.clip(action, -1.0, 1.0)
+                )
+                env_seconds += time.perf_counter() - t0
+                flat = flat_observation(observation)
+                normalizer.update(flat)
+                x = normalizer(flat)
+                reward = reward.astype(np.float32)
+                ended = terminated | truncated
+                env_steps = vector_env_steps(info, ended)
+                global_step += int(env_steps.sum())
+                agent_steps += n
+                episode_return += reward
+                episode_length += env_steps
+
+                if ended.any():
+                    final_info = info["final_info"]
+                    for i in np.flatnonzero(ended):
+                        if truncated[i] and not terminated[i]:
+                            final = normalizer(flat_observation(info["final_obs"][i]))
+                            reward[i] += args.gamma * float(value_of(final)[0])
+                        success = float(final_info["success"][i])
+                        recent_success.append(success)
+                        recent_return.append(float(episode_return[i]))
+                        skill = tally.add(final_info["instruction"][i], bool(success))
+                        writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                        writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                        writer.add_scalar(
+                            "charts/success_rate", np.mean(recent_success), global_step
+                        )
+                        skill_rate = tally.rate(skill)
+                        writer.add_scalar(f"charts/success_rate_{skill}", skill_rate, global_step)
+                        episode_return[i], episode_length[i] = 0.0, 0
+                reward_buf[step] = reward
+                end_buf[step] = ended
+                if (
+                    run.coded_skills is not None
+                    and step > 0
+                    and global_step >= args.total_timesteps
+                ):
+                    rows = step + 1  # the env-step budget is spent: learn from the rows so far
+                    break
 
             t0 = time.perf_counter()
-            observation, reward, terminated, truncated, info = envs.step(np.clip(action, -1.0, 1.0))
-            env_seconds += time.perf_counter() - t0
-            flat = flat_observation(observation)
-            normalizer.update(flat)
-            x = normalizer(flat)
-            reward = reward.astype(np.float32)
-            ended = terminated | truncated
-            env_steps = vector_env_steps(info, ended)
-            global_step += int(env_steps.sum())
-            agent_steps += n
-            episode_return += reward
-            episode_length += env_steps
-
-            if ended.any():
-                final_info = info["final_info"]
-                for i in np.flatnonzero(ended):
-                    if truncated[i] and not terminated[i]:
-                        final = normalizer(flat_observation(info["final_obs"][i]))
-                        reward[i] += args.gamma * float(value_of(final)[0])
-                    success = float(final_info["success"][i])
-                    recent_success.append(success)
-                    recent_return.append(float(episode_return[i]))
-                    skill = tally.add(final_info["instruction"][i], bool(success))
-                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
-                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
-                    writer.add_scalar("charts/success_rate", np.mean(recent_success), global_step)
-                    skill_rate = tally.rate(skill)
-                    writer.add_scalar(f"charts/success_rate_{skill}", skill_rate, global_step)
-                    episode_return[i], episode_length[i] = 0.0, 0
-            reward_buf[step] = reward
-            end_buf[step] = ended
-            if run.coded_skills is not None and step > 0 and global_step >= args.total_timesteps:
-                rows = step + 1  # the env-step budget is spent: learn from the rows so far
-                break
-
-        t0 = time.perf_counter()
-        next_value = value_of(x)[:, 0]
-        values = value_buf[:rows]
-        advantages = generalised_advantages(
-            reward_buf[:rows], values, end_buf[:rows], next_value, args.gamma, args.gae_lambda
-        )
-        returns = advantages + values
-
-        rollout_size = rows * n
-        rollout_minibatch = min(minibatch_size, rollout_size)
-        b_obs = torch.from_numpy(obs_buf[:rows].reshape(rollout_size, obs_size))
-        b_actions = torch.from_numpy(action_buf[:rows].reshape(rollout_size, action_size))
-        b_logprobs = torch.from_numpy(logprob_buf[:rows].reshape(-1))
-        b_advantages = torch.from_numpy(advantages.reshape(-1))
-        b_returns = torch.from_numpy(returns.reshape(-1))
-        b_values = torch.from_numpy(values.reshape(-1))
-        clipfracs = []
-        for _ in range(args.update_epochs):
-            order = torch.randperm(rollout_size)
-            for start in range(0, rollout_size - rollout_minibatch + 1, rollout_minibatch):
-                mb = order[start : start + rollout_minibatch]
-                new_logprob = gaussian_log_prob(b_actions[mb], actor(b_obs[mb]), log_std)
-                logratio = new_logprob - b_logprobs[mb]
-                ratio = logratio.exp()
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean().item())
-                mb_adv = b_advantages[mb]
-                if args.norm_adv:
-                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                pg_loss = torch.max(
-                    -mb_adv * ratio,
-                    -mb_adv * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef),
-                ).mean()
-
-                new_value = critic(b_obs[mb]).squeeze(-1)
-                value_error = (new_value - b_returns[mb]).pow(2)
-                if args.clip_vloss:
-                    clipped = b_values[mb] + torch.clamp(
-                        new_value - b_values[mb], -args.clip_coef, args.clip_coef
-                    )
-                    value_error = torch.max(value_error, (clipped - b_returns[mb]).pow(2))
-                v_loss = 0.5 * value_error.mean()
-                entropy = (log_std + 0.5 * (1.0 + LOG_2PI)).sum()
-                loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
-
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-                optimizer.step()
-            if args.target_kl is not None and approx_kl.item() > args.target_kl:
-                break
-        learn_seconds += time.perf_counter() - t0
-
-        var_returns = np.var(returns)
-        explained = np.nan if var_returns == 0 else 1 - np.var(returns - values) / var_returns
-        wall = time.perf_counter() - start_time - run.eval_seconds
-        sps = global_step / wall
-        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", entropy.item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
-        writer.add_scalar("losses/explained_variance", explained, global_step)
-        writer.add_scalar("charts/action_std", torch.exp(log_std).mean().item(), global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
-        writer.add_scalar("time/env_seconds", env_seconds, global_step)
-        writer.add_scalar("time/learn_seconds", learn_seconds, global_step)
-        writer.add_scalar("time/train_seconds", wall, global_step)
-        for tag, value in curriculum_scalars(curriculum).items():
-            writer.add_scalar(tag, value, global_step)
-        if global_step >= next_print or global_step >= args.total_timesteps:
-            next_print = (global_step // args.print_every + 1) * args.print_every
-            success = np.mean(recent_success) if recent_success else float("nan")
-            mean_return = np.mean(recent_return) if recent_return else float("nan")
-            print(
-                f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
-                f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
-                f"v_loss {v_loss.item():.4f} kl {approx_kl.item():.4f} "
-                f"std {torch.exp(log_std).mean().item():.3f}"
+            next_value = value_of(x)[:, 0]
+            values = value_buf[:rows]
+            advantages = generalised_advantages(
+                reward_buf[:rows], values, end_buf[:rows], next_value, args.gamma, args.gae_lambda
             )
-        if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
-            next_eval = (global_step // args.eval_every + 1) * args.eval_every
-            run.evaluate(actor, normalizer, global_step, on_eval)
+            returns = advantages + values
 
-    envs.close()
-    train_seconds = time.perf_counter() - start_time - run.eval_seconds
-    report = run.evaluate(actor, normalizer, global_step, on_eval)
+            rollout_size = rows * n
+            rollout_minibatch = min(minibatch_size, rollout_size)
+            b_obs = torch.from_numpy(obs_buf[:rows].reshape(rollout_size, obs_size))
+            b_actions = torch.from_numpy(action_buf[:rows].reshape(rollout_size, action_size))
+            b_logprobs = torch.from_numpy(logprob_buf[:rows].reshape(-1))
+            b_advantages = torch.from_numpy(advantages.reshape(-1))
+            b_returns = torch.from_numpy(returns.reshape(-1))
+            b_values = torch.from_numpy(values.reshape(-1))
+            clipfracs = []
+            for _ in range(args.update_epochs):
+                order = torch.randperm(rollout_size)
+                for start in range(0, rollout_size - rollout_minibatch + 1, rollout_minibatch):
+                    mb = order[start : start + rollout_minibatch]
+                    new_logprob = gaussian_log_prob(b_actions[mb], actor(b_obs[mb]), log_std)
+                    logratio = new_logprob - b_logprobs[mb]
+                    ratio = logratio.exp()
+                    with torch.no_grad():
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs.append(
+                            ((ratio - 1.0).abs() > args.clip_coef).float().mean().item()
+                        )
+                    mb_adv = b_advantages[mb]
+                    if args.norm_adv:
+                        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                    pg_loss = torch.max(
+                        -mb_adv * ratio,
+                        -mb_adv * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef),
+                    ).mean()
+
+                    new_value = critic(b_obs[mb]).squeeze(-1)
+                    value_error = (new_value - b_returns[mb]).pow(2)
+                    if args.clip_vloss:
+                        clipped = b_values[mb] + torch.clamp(
+                            new_value - b_values[mb], -args.clip_coef, args.clip_coef
+                        )
+                        value_error = torch.max(value_error, (clipped - b_returns[mb]).pow(2))
+                    v_loss = 0.5 * value_error.mean()
+                    entropy = (log_std + 0.5 * (1.0 + LOG_2PI)).sum()
+                    loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+                    optimizer.step()
+                if args.target_kl is not None and approx_kl.item() > args.target_kl:
+                    break
+            learn_seconds += time.perf_counter() - t0
+
+            var_returns = np.var(returns)
+            explained = np.nan if var_returns == 0 else 1 - np.var(returns - values) / var_returns
+            wall = time.perf_counter() - start_time - run.eval_seconds
+            sps = global_step / wall
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+            writer.add_scalar("losses/explained_variance", explained, global_step)
+            writer.add_scalar("charts/action_std", torch.exp(log_std).mean().item(), global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            writer.add_scalar("time/env_seconds", env_seconds, global_step)
+            writer.add_scalar("time/learn_seconds", learn_seconds, global_step)
+            writer.add_scalar("time/train_seconds", wall, global_step)
+            for tag, value in curriculum_scalars(curriculum).items():
+                writer.add_scalar(tag, value, global_step)
+            if global_step >= next_print or global_step >= args.total_timesteps:
+                next_print = (global_step // args.print_every + 1) * args.print_every
+                success = np.mean(recent_success) if recent_success else float("nan")
+                mean_return = np.mean(recent_return) if recent_return else float("nan")
+                print(
+                    f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
+                    f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
+                    f"v_loss {v_loss.item():.4f} kl {approx_kl.item():.4f} "
+                    f"std {torch.exp(log_std).mean().item():.3f}"
+                )
+            if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
+                next_eval = (global_step // args.eval_every + 1) * args.eval_every
+                run.evaluate(actor, normalizer, global_step, on_eval)
+
+        envs.close()
+        train_seconds = time.perf_counter() - start_time - run.eval_seconds
+        report = run.evaluate(actor, normalizer, global_step, on_eval)
+    except KeyboardInterrupt:
+        run.interrupted(global_step)
+        raise
     seconds = {
         "train_seconds": train_seconds,
         "env_seconds": env_seconds,

@@ -379,154 +379,161 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     buffer = ReplayBuffer.allocate(
         min(args.buffer_size, args.total_timesteps), obs_size, action_size
     )
-    demos, demo_success = None, None
-    if args.demo_episodes:
-        demos, demo_success = expert_demos(args)
-        normalizer.update(demos.obs)
-        print(
-            f"demos: {args.demo_episodes} expert episodes, {demos.size} transitions, "
-            f"success {demo_success:.2f}"
-        )
-
-    n = args.num_envs
-    episode_return = np.zeros(n)
-    episode_length = np.zeros(n, np.int64)
-    recent_success: deque[float] = deque(maxlen=100)
-    recent_return: deque[float] = deque(maxlen=100)
-    tally = SkillTally()
-    env_seconds = learn_seconds = 0.0
     global_step, agent_steps, updates = 0, 0, 0
-    next_eval, next_print = args.eval_every, args.print_every
-    losses: dict[str, float] = {}
-
-    start_time = time.perf_counter()
-    observation, _ = envs.reset(seed=args.seed)
-    envs.action_space.seed(args.seed)
-    flat = flat_observation(observation)
-    normalizer.update(flat)
-
-    while global_step < args.total_timesteps:
-        if global_step < args.learning_starts:
-            action = envs.action_space.sample()
-        else:
-            with torch.no_grad():
-                action, _ = policy_net.sample(torch.from_numpy(normalizer(flat)))
-            action = action.numpy()
-
-        t0 = time.perf_counter()
-        observation, reward, terminated, truncated, info = envs.step(action)
-        env_seconds += time.perf_counter() - t0
-        ended = terminated | truncated
-        env_steps = vector_env_steps(info, ended)
-        global_step += int(env_steps.sum())
-        agent_steps += n
-        next_flat = flat_observation(observation)
-        stored_next = next_flat
-        episode_return += reward
-        episode_length += env_steps
-        if ended.any():
-            stored_next = next_flat.copy()
-            final_info = info["final_info"]
-            for i in np.flatnonzero(ended):
-                stored_next[i] = flat_observation(info["final_obs"][i])
-                success = float(final_info["success"][i])
-                recent_success.append(success)
-                recent_return.append(float(episode_return[i]))
-                skill = tally.add(final_info["instruction"][i], bool(success))
-                writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
-                writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
-                writer.add_scalar("charts/success_rate", np.mean(recent_success), global_step)
-                writer.add_scalar(f"charts/success_rate_{skill}", tally.rate(skill), global_step)
-                episode_return[i], episode_length[i] = 0.0, 0
-            for tag, value in curriculum_scalars(curriculum).items():
-                writer.add_scalar(tag, value, global_step)
-        buffer.add(flat, stored_next, action, reward, terminated)
-        normalizer.update(next_flat)
-        flat = next_flat
-
-        if global_step > args.learning_starts and buffer.size >= args.batch_size:
-            t0 = time.perf_counter()
-            for _ in range(args.updates_per_step):
-                batch = sample_batch(buffer, demos, rng, args.batch_size, args.demo_ratio)
-                b_obs = torch.from_numpy(normalizer(batch.obs))
-                b_next_obs = torch.from_numpy(normalizer(batch.next_obs))
-                b_actions = torch.from_numpy(batch.actions)
-                b_rewards = torch.from_numpy(batch.rewards)
-                b_alive = 1.0 - torch.from_numpy(batch.terminated)
-                with torch.no_grad():
-                    next_actions, next_log_prob = policy_net.sample(b_next_obs)
-                    next_q = torch.min(
-                        qf1_target(b_next_obs, next_actions), qf2_target(b_next_obs, next_actions)
-                    )
-                    next_q = next_q - alpha * next_log_prob
-                    target = b_rewards + args.gamma * b_alive * next_q
-                q1, q2 = qf1(b_obs, b_actions), qf2(b_obs, b_actions)
-                qf1_loss, qf2_loss = F.mse_loss(q1, target), F.mse_loss(q2, target)
-                q_optimizer.zero_grad()
-                (qf1_loss + qf2_loss).backward()
-                q_optimizer.step()
-                updates += 1
-
-                if updates % args.policy_frequency == 0:
-                    qf1.requires_grad_(False)
-                    qf2.requires_grad_(False)
-                    for _ in range(args.policy_frequency):
-                        new_actions, log_prob = policy_net.sample(b_obs)
-                        q = torch.min(qf1(b_obs, new_actions), qf2(b_obs, new_actions))
-                        actor_loss = (alpha * log_prob - q).mean()
-                        actor_optimizer.zero_grad()
-                        actor_loss.backward()
-                        actor_optimizer.step()
-                        if args.autotune:
-                            alpha_loss = -(
-                                log_alpha.exp() * (log_prob.detach() + target_entropy)
-                            ).mean()
-                            alpha_optimizer.zero_grad()
-                            alpha_loss.backward()
-                            alpha_optimizer.step()
-                            alpha = log_alpha.exp().item()
-                    qf1.requires_grad_(True)
-                    qf2.requires_grad_(True)
-                    losses["losses/actor_loss"] = actor_loss.item()
-                    losses["losses/entropy"] = -log_prob.mean().item()
-                    if args.autotune:
-                        losses["losses/alpha_loss"] = alpha_loss.item()
-
-                if updates % args.target_network_frequency == 0:
-                    soft_update(qf1, qf1_target, args.tau)
-                    soft_update(qf2, qf2_target, args.tau)
-
-                if updates % args.log_every == 0:
-                    losses["losses/qf1_loss"] = qf1_loss.item()
-                    losses["losses/qf2_loss"] = qf2_loss.item()
-                    losses["losses/qf1_values"] = q1.mean().item()
-                    losses["losses/alpha"] = alpha
-                    for key, value in losses.items():
-                        writer.add_scalar(key, value, global_step)
-            learn_seconds += time.perf_counter() - t0
-
-        if global_step >= next_print or global_step >= args.total_timesteps:
-            next_print = (global_step // args.print_every + 1) * args.print_every
-            wall = time.perf_counter() - start_time - run.eval_seconds
-            sps = global_step / wall
-            writer.add_scalar("charts/SPS", sps, global_step)
-            writer.add_scalar("time/env_seconds", env_seconds, global_step)
-            writer.add_scalar("time/learn_seconds", learn_seconds, global_step)
-            writer.add_scalar("time/train_seconds", wall, global_step)
-            success = np.mean(recent_success) if recent_success else float("nan")
-            mean_return = np.mean(recent_return) if recent_return else float("nan")
+    try:
+        demos, demo_success = None, None
+        if args.demo_episodes:
+            demos, demo_success = expert_demos(args)
+            normalizer.update(demos.obs)
             print(
-                f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
-                f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
-                f"updates {updates} alpha {alpha:.3f}"
+                f"demos: {args.demo_episodes} expert episodes, {demos.size} transitions, "
+                f"success {demo_success:.2f}"
             )
-        if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
-            next_eval = (global_step // args.eval_every + 1) * args.eval_every
-            run.evaluate(actor, normalizer, global_step, on_eval)
 
-    envs.close()
-    train_seconds = time.perf_counter() - start_time - run.eval_seconds
-    report = run.evaluate(actor, normalizer, global_step, on_eval)
+        n = args.num_envs
+        episode_return = np.zeros(n)
+        episode_length = np.zeros(n, np.int64)
+        recent_success: deque[float] = deque(maxlen=100)
+        recent_return: deque[float] = deque(maxlen=100)
+        tally = SkillTally()
+        env_seconds = learn_seconds = 0.0
+        next_eval, next_print = args.eval_every, args.print_every
+        losses: dict[str, float] = {}
+
+        start_time = time.perf_counter()
+        observation, _ = envs.reset(seed=args.seed)
+        envs.action_space.seed(args.seed)
+        flat = flat_observation(observation)
+        normalizer.update(flat)
+
+        while global_step < args.total_timesteps:
+            if global_step < args.learning_starts:
+                action = envs.action_space.sample()
+            else:
+                with torch.no_grad():
+                    action, _ = policy_net.sample(torch.from_numpy(normalizer(flat)))
+                action = action.numpy()
+
+            t0 = time.perf_counter()
+            observation, reward, terminated, truncated, info = envs.step(action)
+            env_seconds += time.perf_counter() - t0
+            ended = terminated | truncated
+            env_steps = vector_env_steps(info, ended)
+            global_step += int(env_steps.sum())
+            agent_steps += n
+            next_flat = flat_observation(observation)
+            stored_next = next_flat
+            episode_return += reward
+            episode_length += env_steps
+            if ended.any():
+                stored_next = next_flat.copy()
+                final_info = info["final_info"]
+                for i in np.flatnonzero(ended):
+                    stored_next[i] = flat_observation(info["final_obs"][i])
+                    success = float(final_info["success"][i])
+                    recent_success.append(success)
+                    recent_return.append(float(episode_return[i]))
+                    skill = tally.add(final_info["instruction"][i], bool(success))
+                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                    writer.add_scalar("charts/success_rate", np.mean(recent_success), global_step)
+                    writer.add_scalar(
+                        f"charts/success_rate_{skill}", tally.rate(skill), global_step
+                    )
+                    episode_return[i], episode_length[i] = 0.0, 0
+                for tag, value in curriculum_scalars(curriculum).items():
+                    writer.add_scalar(tag, value, global_step)
+            buffer.add(flat, stored_next, action, reward, terminated)
+            normalizer.update(next_flat)
+            flat = next_flat
+
+            if global_step > args.learning_starts and buffer.size >= args.batch_size:
+                t0 = time.perf_counter()
+                for _ in range(args.updates_per_step):
+                    batch = sample_batch(buffer, demos, rng, args.batch_size, args.demo_ratio)
+                    b_obs = torch.from_numpy(normalizer(batch.obs))
+                    b_next_obs = torch.from_numpy(normalizer(batch.next_obs))
+                    b_actions = torch.from_numpy(batch.actions)
+                    b_rewards = torch.from_numpy(batch.rewards)
+                    b_alive = 1.0 - torch.from_numpy(batch.terminated)
+                    with torch.no_grad():
+                        next_actions, next_log_prob = policy_net.sample(b_next_obs)
+                        next_q = torch.min(
+                            qf1_target(b_next_obs, next_actions),
+                            qf2_target(b_next_obs, next_actions),
+                        )
+                        next_q = next_q - alpha * next_log_prob
+                        target = b_rewards + args.gamma * b_alive * next_q
+                    q1, q2 = qf1(b_obs, b_actions), qf2(b_obs, b_actions)
+                    qf1_loss, qf2_loss = F.mse_loss(q1, target), F.mse_loss(q2, target)
+                    q_optimizer.zero_grad()
+                    (qf1_loss + qf2_loss).backward()
+                    q_optimizer.step()
+                    updates += 1
+
+                    if updates % args.policy_frequency == 0:
+                        qf1.requires_grad_(False)
+                        qf2.requires_grad_(False)
+                        for _ in range(args.policy_frequency):
+                            new_actions, log_prob = policy_net.sample(b_obs)
+                            q = torch.min(qf1(b_obs, new_actions), qf2(b_obs, new_actions))
+                            actor_loss = (alpha * log_prob - q).mean()
+                            actor_optimizer.zero_grad()
+                            actor_loss.backward()
+                            actor_optimizer.step()
+                            if args.autotune:
+                                alpha_loss = -(
+                                    log_alpha.exp() * (log_prob.detach() + target_entropy)
+                                ).mean()
+                                alpha_optimizer.zero_grad()
+                                alpha_loss.backward()
+                                alpha_optimizer.step()
+                                alpha = log_alpha.exp().item()
+                        qf1.requires_grad_(True)
+                        qf2.requires_grad_(True)
+                        losses["losses/actor_loss"] = actor_loss.item()
+                        losses["losses/entropy"] = -log_prob.mean().item()
+                        if args.autotune:
+                            losses["losses/alpha_loss"] = alpha_loss.item()
+
+                    if updates % args.target_network_frequency == 0:
+                        soft_update(qf1, qf1_target, args.tau)
+                        soft_update(qf2, qf2_target, args.tau)
+
+                    if updates % args.log_every == 0:
+                        losses["losses/qf1_loss"] = qf1_loss.item()
+                        losses["losses/qf2_loss"] = qf2_loss.item()
+                        losses["losses/qf1_values"] = q1.mean().item()
+                        losses["losses/alpha"] = alpha
+                        for key, value in losses.items():
+                            writer.add_scalar(key, value, global_step)
+                learn_seconds += time.perf_counter() - t0
+
+            if global_step >= next_print or global_step >= args.total_timesteps:
+                next_print = (global_step // args.print_every + 1) * args.print_every
+                wall = time.perf_counter() - start_time - run.eval_seconds
+                sps = global_step / wall
+                writer.add_scalar("charts/SPS", sps, global_step)
+                writer.add_scalar("time/env_seconds", env_seconds, global_step)
+                writer.add_scalar("time/learn_seconds", learn_seconds, global_step)
+                writer.add_scalar("time/train_seconds", wall, global_step)
+                success = np.mean(recent_success) if recent_success else float("nan")
+                mean_return = np.mean(recent_return) if recent_return else float("nan")
+                print(
+                    f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
+                    f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
+                    f"updates {updates} alpha {alpha:.3f}"
+                )
+            if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
+                next_eval = (global_step // args.eval_every + 1) * args.eval_every
+                run.evaluate(actor, normalizer, global_step, on_eval)
+
+        envs.close()
+        train_seconds = time.perf_counter() - start_time - run.eval_seconds
+        report = run.evaluate(actor, normalizer, global_step, on_eval)
+    except KeyboardInterrupt:
+        run.interrupted(global_step)
+        raise
     seconds = {
         "train_seconds": train_seconds,
         "env_seconds": env_seconds,

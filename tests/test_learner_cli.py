@@ -230,3 +230,22 @@ def test_datasets_help_names_the_program_and_what_it_does() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: python -m gameon.baselines.datasets [-h]")
     assert "Collect scripted-expert episodes" in result.stdout
+
+
+def test_ctrl_c_on_the_command_line_is_a_line_and_exit_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a traceback: the learner said what its folder keeps, the command line says how it
+    ended (130, as a shell reports SIGINT)."""
+
+    def interrupted(args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys, "argv", ["ppo", "--env-id", "GameOn/Reach-v0"])
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            common.run_cli(interrupted, ppo.Args, "python -m gameon.baselines.ppo")
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C left run_cli as a KeyboardInterrupt (a traceback)")
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "python -m gameon.baselines.ppo: interrupted\n"

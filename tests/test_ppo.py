@@ -17,6 +17,7 @@ from helpers import (
     run_help,
 )
 
+from gameon.baselines import common, ppo
 from gameon.baselines.ppo import (
     Args,
     generalised_advantages,
@@ -176,3 +177,36 @@ def test_invalid_args_raise_naming_what_is_accepted(
     with pytest.raises(ValueError, match=message):
         train(tiny_args(tmp_path / "run", **overrides))
     assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_closes_the_envs_and_says_what_the_run_folder_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C (here on the 200th vector step, env step 400) still reaches the caller, after the
+    envs and logs are closed and one line says what is on disk: the evaluation at 256 is."""
+    made: list[gym.vector.VectorEnv] = []
+    make_envs = common.make_training_envs
+    monkeypatch.setattr(
+        common, "make_training_envs", lambda *a: made.append(make_envs(*a)) or made[-1]
+    )
+    calls = iter(range(1_000_000))
+    steps = ppo.vector_env_steps
+
+    def interrupt_at_200(info: dict, ended: np.ndarray) -> np.ndarray:
+        if next(calls) == 199:
+            raise KeyboardInterrupt
+        return steps(info, ended)
+
+    monkeypatch.setattr(ppo, "vector_env_steps", interrupt_at_200)
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_args(run_dir, total_timesteps=2048, eval_every=256))
+    assert made[0].unwrapped.closed
+    assert capsys.readouterr().err == (
+        f"interrupted at env step 398 of 2048: {run_dir} keeps its TensorBoard logs and the "
+        "checkpoint.pt and eval.json of the evaluation at step 256, but no summary.json; a run "
+        "does not resume, so start it again with a new --run-dir\n"
+    )
+    assert not (run_dir / "summary.json").exists()
+    assert json.loads((run_dir / "eval.json").read_text())["global_step"] == 256
+    assert load_checkpoint(run_dir / "checkpoint.pt")[2]["extra"]["global_step"] == 256

@@ -17,6 +17,7 @@ from helpers import (
     run_help,
 )
 
+from gameon.baselines import common, sac
 from gameon.baselines.sac import (
     Args,
     QNetwork,
@@ -224,3 +225,32 @@ def test_invalid_args_raise_naming_what_is_accepted(
     with pytest.raises(ValueError, match=message):
         train(tiny_args(tmp_path / "run", **overrides))
     assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_closes_the_envs_and_says_what_the_run_folder_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C on the 60th vector step (env step 120), before any evaluation: logs only."""
+    made: list[gym.vector.VectorEnv] = []
+    make_envs = common.make_training_envs
+    monkeypatch.setattr(
+        common, "make_training_envs", lambda *a: made.append(make_envs(*a)) or made[-1]
+    )
+    calls = iter(range(1_000_000))
+    steps = sac.vector_env_steps
+
+    def interrupt_at_60(info: dict, ended: np.ndarray) -> np.ndarray:
+        if next(calls) == 59:
+            raise KeyboardInterrupt
+        return steps(info, ended)
+
+    monkeypatch.setattr(sac, "vector_env_steps", interrupt_at_60)
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_args(run_dir))
+    assert made[0].unwrapped.closed
+    assert capsys.readouterr().err == (
+        f"interrupted at env step 118 of 300: {run_dir} keeps its TensorBoard logs, but no "
+        "summary.json; a run does not resume, so start it again with a new --run-dir\n"
+    )
+    assert [path.name.split(".")[0] for path in run_dir.iterdir()] == ["events"]
