@@ -242,6 +242,39 @@ class SkillTally:
         }
 
 
+PROGRESS_SECONDS = 60.0
+"""An online learner prints its progress line at least this often, besides every `print_every`
+env steps: SAC learns at ~70-115 env steps/s here, so its default 10k steps between lines were
+2-2.5 minutes of silence (many more with `updates_per_step` > 1)."""
+
+
+class ProgressClock:
+    """When an online learner prints its progress line: every `print_every` env steps, at the
+    last step, and whenever PROGRESS_SECONDS passed since the line before (a slow run is never
+    silent for minutes); `left` is the training time the run's pace leaves."""
+
+    def __init__(self, print_every: int, total_timesteps: int) -> None:
+        self.print_every = print_every
+        self.total_timesteps = total_timesteps
+        self.next_step = print_every
+        self.last_line = time.perf_counter()
+
+    def due(self, global_step: int) -> bool:
+        """Whether to print a line at `global_step`; if so, the clock starts over from now."""
+        now = time.perf_counter()
+        by_steps = global_step >= self.next_step or global_step >= self.total_timesteps
+        if not by_steps and now - self.last_line < PROGRESS_SECONDS:
+            return False
+        self.next_step = (global_step // self.print_every + 1) * self.print_every
+        self.last_line = now
+        return True
+
+    def left(self, global_step: int, steps_per_second: float) -> str:
+        """The training time left at this pace, e.g. "1234 s left" (evaluations not counted)."""
+        seconds = max(self.total_timesteps - global_step, 0) / max(steps_per_second, 1e-9)
+        return f"{seconds:.0f} s left"
+
+
 def default_run_dir(algo: str, name: str, seed: int) -> Path:
     """runs/{algo}__{name with / as _}__{seed}__{unix time}, as CleanRL names its runs."""
     return Path("runs") / f"{algo}__{name.replace('/', '_')}__{seed}__{int(time.time())}"
@@ -588,6 +621,7 @@ def start_online_run(algo: str, args: Any) -> OnlineRun:
     seed_everything(args.seed, args.torch_deterministic)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(algo, args.env_id, args.seed)
     run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"{algo} on {args.env_id}, {args.total_timesteps} env steps, run folder {run_dir}")
     if curriculum.keeps_transcript:
         curriculum = make_training_curriculum(args, run_dir)  # now with its transcript
     if wandb is not None:

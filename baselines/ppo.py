@@ -50,6 +50,7 @@ from torch import nn
 
 from gameon.baselines.common import (
     OnlineArgs,
+    ProgressClock,
     SkillTally,
     check_online_args,
     make_training_curriculum,
@@ -274,7 +275,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     recent_return: deque[float] = deque(maxlen=100)
     tally = SkillTally()
     env_seconds = learn_seconds = 0.0
-    global_step, agent_steps, next_eval, next_print = 0, 0, args.eval_every, args.print_every
+    global_step, agent_steps, next_eval = 0, 0, args.eval_every
+    progress = ProgressClock(args.print_every, args.total_timesteps)
 
     try:
         noise_rng = np.random.default_rng(args.seed)
@@ -420,15 +422,15 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             writer.add_scalar("time/train_seconds", wall, global_step)
             for tag, value in curriculum_scalars(curriculum).items():
                 writer.add_scalar(tag, value, global_step)
-            if global_step >= next_print or global_step >= args.total_timesteps:
-                next_print = (global_step // args.print_every + 1) * args.print_every
+            if progress.due(global_step):
                 success = np.mean(recent_success) if recent_success else float("nan")
                 mean_return = np.mean(recent_return) if recent_return else float("nan")
                 print(
                     f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
                     f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
                     f"v_loss {v_loss.item():.4f} kl {approx_kl.item():.4f} "
-                    f"std {torch.exp(log_std).mean().item():.3f}"
+                    f"std {torch.exp(log_std).mean().item():.3f} | "
+                    f"{progress.left(global_step, sps)}"
                 )
             if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
                 next_eval = (global_step // args.eval_every + 1) * args.eval_every

@@ -58,6 +58,7 @@ from torch import nn
 
 from gameon.baselines.common import (
     OnlineArgs,
+    ProgressClock,
     SkillTally,
     check_online_args,
     make_training_curriculum,
@@ -397,7 +398,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         recent_return: deque[float] = deque(maxlen=100)
         tally = SkillTally()
         env_seconds = learn_seconds = 0.0
-        next_eval, next_print = args.eval_every, args.print_every
+        next_eval = args.eval_every
+        progress = ProgressClock(args.print_every, args.total_timesteps)
         losses: dict[str, float] = {}
 
         start_time = time.perf_counter()
@@ -509,8 +511,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                             writer.add_scalar(key, value, global_step)
                 learn_seconds += time.perf_counter() - t0
 
-            if global_step >= next_print or global_step >= args.total_timesteps:
-                next_print = (global_step // args.print_every + 1) * args.print_every
+            if progress.due(global_step):
                 wall = time.perf_counter() - start_time - run.eval_seconds
                 sps = global_step / wall
                 writer.add_scalar("charts/SPS", sps, global_step)
@@ -522,7 +523,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                 print(
                     f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
                     f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
-                    f"updates {updates} alpha {alpha:.3f}"
+                    f"updates {updates} alpha {alpha:.3f} | {progress.left(global_step, sps)}"
                 )
             if args.eval_every and global_step >= next_eval and global_step < args.total_timesteps:
                 next_eval = (global_step // args.eval_every + 1) * args.eval_every

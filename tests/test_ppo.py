@@ -210,3 +210,17 @@ def test_ctrl_c_closes_the_envs_and_says_what_the_run_folder_keeps(
     assert not (run_dir / "summary.json").exists()
     assert json.loads((run_dir / "eval.json").read_text())["global_step"] == 256
     assert load_checkpoint(run_dir / "checkpoint.pt")[2]["extra"]["global_step"] == 256
+
+
+def test_a_slow_run_prints_progress_by_the_clock_with_the_time_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """print_every far above the budget would print one line, at the end; a run slower than
+    PROGRESS_SECONDS per line (here 0 s) prints one per rollout. The first line names the folder."""
+    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)
+    train(tiny_args(tmp_path / "run", print_every=1_000_000, eval_episodes_per_skill=1))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"ppo on {ENV_ID}, 512 env steps, run folder {tmp_path / 'run'}"
+    progress = [line for line in lines if line.startswith("step ")]
+    assert [line.split(" |")[0] for line in progress] == ["step 256", "step 512"]
+    assert progress[0].endswith(" s left") and progress[-1].endswith("| 0 s left")

@@ -254,3 +254,18 @@ def test_ctrl_c_closes_the_envs_and_says_what_the_run_folder_keeps(
         "summary.json; a run does not resume, so start it again with a new --run-dir\n"
     )
     assert [path.name.split(".")[0] for path in run_dir.iterdir()] == ["events"]
+
+
+def test_a_slow_run_prints_progress_by_the_clock_with_the_time_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """print_every far above the budget would print one line, at the end; a run slower than
+    PROGRESS_SECONDS per line (here 0 s) prints one per step. The first line names the folder."""
+    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)
+    train(tiny_args(tmp_path / "run", print_every=1_000_000))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"sac on {ENV_ID}, 300 env steps, run folder {tmp_path / 'run'}"
+    progress = [line for line in lines if line.startswith("step ")]
+    assert len(progress) == 150, "one per vector step of 2 envs"
+    assert progress[0].startswith("step 2 |") and progress[0].endswith(" s left")
+    assert progress[-1].startswith("step 300 |") and progress[-1].endswith("| 0 s left")
