@@ -16,7 +16,6 @@ import contextlib
 import copy
 import dataclasses
 import importlib.util
-import json
 import re
 import sys
 import time
@@ -593,7 +592,7 @@ class OnlineRun:
                 "max_skill_steps": args.coded_max_steps,
                 "agent_steps": agent_steps,
             }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        write_json(self.run_dir / "summary.json", summary)
         self.writer.close()
         if self.wandb is not None:
             self.wandb.finish()
