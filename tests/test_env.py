@@ -181,7 +181,10 @@ def test_unsupported_render_mode_is_rejected():
     # gym.make wraps "human" in HumanRendering, so ask the env class directly.
     with pytest.raises(ValueError, match="'human'; accepted: rgb_array"):
         StackingEnv(render_mode="human")
-    with pytest.raises(ValueError, match="through gym.make, human and rgb_array_list"):
+    with (
+        pytest.warns(UserWarning, match="not in the possible render_modes"),  # Gymnasium's own
+        pytest.raises(ValueError, match="through gym.make, human and rgb_array_list"),
+    ):
         gym.make("GameOn/Stack-v0", render_mode="rgb")
 
 
