@@ -266,7 +266,7 @@ def test_a_minari_dataset_of_another_env_is_a_value_error_saying_so(tmp_path: Pa
     with datasets.datasets_root(tmp_path):
         minari.create_dataset_from_buffers(
             "pendulum-v0", [buffer], env=env, algorithm_name="x", author="x",
-            author_email="x", code_permalink="x",
+            author_email="x", code_permalink="x", description="x", eval_env="Pendulum-v1",
         )  # fmt: skip
     with pytest.raises(ValueError, match="not GameOn's dict of 'state' and 'goal'"):
         datasets.load("pendulum-v0", tmp_path)
