@@ -53,7 +53,7 @@ from minari.namespace import create_namespace, list_local_namespaces
 from rich.progress import Progress
 
 import gameon
-from gameon.atomic import atomic_write, file_lock
+from gameon.atomic import atomic_write, check_writable, file_lock
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.experts import make_expert
 from gameon.policy import Normalizer, check_env_id, flat_observation, flat_size
@@ -400,14 +400,12 @@ def _check_args(args: Args) -> None:
             raise ValueError(f"noise levels must be finite numbers >= 0, got {noise}")
 
 
-def check_writable(folder: Path) -> None:
-    """Make `folder` and write a scratch file in it, or raise a ValueError saying it cannot be
-    written: checked before collecting, so a bad --datasets-path does not throw the collected
-    episodes away (they are only written at the end)."""
+def check_datasets_folder(folder: Path) -> None:
+    """ValueError unless `folder` can be made and written: checked before collecting, so a bad
+    --datasets-path does not throw the collected episodes away (they are only written at the
+    end)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
+        check_writable(folder)
     except OSError as error:
         raise ValueError(
             f"cannot write the dataset under {folder} ({error}); choose another --datasets-path"
@@ -472,7 +470,7 @@ def collect(args: Args) -> minari.MinariDataset:
             f"dataset {args.dataset_id} already exists at {target}; "
             "pass --overwrite to replace it or choose another --dataset-id"
         )
-    check_writable(target.parent)
+    check_datasets_folder(target.parent)
 
     skills, _ = ENV_SKILLS[args.env_id]
     env = gym.make(args.env_id, reward_mode=args.reward_mode)

@@ -49,7 +49,6 @@ import json
 import math
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,7 +56,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gameon.atomic import atomic_write, file_lock
+from gameon.atomic import atomic_write, check_writable, file_lock
 from gameon.benchmark.leaderboard import (
     BOARD_FILE,
     LOCK_FILE,
@@ -239,9 +238,7 @@ def check_work_dir(work_root: Path, work_dir: Path) -> None:
     """Make the folder the re-runs train in and write a file there, so that an unusable --work
     is refused (ValueError) before any training."""
     try:
-        work_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=work_dir):
-            pass
+        check_writable(work_dir)
     except OSError as error:
         raise ValueError(
             f"--work {work_root} cannot hold the re-runs: {work_dir}: {type(error).__name__}: "

@@ -36,6 +36,15 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
     return path
 
 
+def check_writable(folder: str | Path) -> None:
+    """Make `folder` and write a scratch file in it (removed at once): OSError if it cannot hold
+    files, found before long work whose results it is to keep."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=folder):
+        pass
+
+
 def _sync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
