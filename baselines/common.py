@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import importlib.util
 import re
 import sys
 import time
@@ -61,6 +60,7 @@ from gameon.experimenter.curriculum import (
 )
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
 from gameon.experimenter.vlm.factory import check_transport
+from gameon.extras import installed
 from gameon.policy import (
     Actor,
     ChunkedActor,
@@ -477,7 +477,7 @@ def check_online_args(args: Any) -> None:
     for name in ("seed", "curriculum_seed"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(args, name)}")
-    if args.track and importlib.util.find_spec("wandb") is None:
+    if args.track and not installed("wandb"):
         raise ValueError("track needs Weights & Biases: pip install wandb")
     if args.reward_mode not in REWARD_MODES:
         raise ValueError(f"unknown reward_mode {args.reward_mode!r}; accepted: sparse, dense")
