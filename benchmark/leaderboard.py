@@ -78,6 +78,7 @@ from gameon.records import (
     RunRecord,
     StrictModel,
     load_record,
+    record_from_bytes,
     validation_problems,
 )
 
@@ -306,7 +307,7 @@ def _load(paths: Sequence[str | Path]) -> tuple[list[_Run], list[str]]:
             continue
         text = file.read_bytes()
         try:
-            load_record(file)
+            record_from_bytes(text, file)  # the schema message, as load_record gives it
             record = strict_record(text, file)
         except ValueError as error:
             reasons.append(f"{path}: schema: {error}")

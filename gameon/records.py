@@ -389,9 +389,14 @@ def load_record(path: str | Path) -> RunRecord:
         path = path / RECORD_FILE
     if not path.is_file():
         raise ValueError(f"no run record at {path}")
+    return record_from_bytes(path.read_bytes(), path)
+
+
+def record_from_bytes(data: bytes, source: str | Path) -> RunRecord:
+    """Validate a record file's bytes, read already; ValueError says if they are not JSON (UTF-8)
+    or not a record."""
     try:
-        text = path.read_text()
-        json.loads(text)
+        json.loads(data.decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not JSON: {error}") from None
-    return parse_record(text, str(path))
+        raise ValueError(f"{source} is not JSON: {error}") from None
+    return parse_record(data, str(source))
