@@ -258,6 +258,12 @@ def practised(records: Sequence[RunRecord]) -> list[dict[str, float]] | None:
     return shares
 
 
+def above(estimate: dict, other: dict) -> bool:
+    """Whether `estimate`'s 95% interval lies wholly above `other`'s: the report's one rule for
+    calling a difference (the controls separated, a curriculum better or worse than fixed)."""
+    return estimate["low"] > other["high"]
+
+
 def controls_check(groups: Sequence[dict]) -> list[dict]:
     """Whether the positive control beats the negative one on the target with 95% intervals
     that do not overlap, per (protocol, learner, env) that ran both: the harness's own proof
@@ -282,7 +288,7 @@ def controls_check(groups: Sequence[dict]) -> list[dict]:
                 "positive": high,
                 "negative": low,
                 "runs": runs,
-                "separated": high["low"] > low["high"] if runs >= MIN_RUNS_FOR_INTERVAL else None,
+                "separated": above(high, low) if runs >= MIN_RUNS_FOR_INTERVAL else None,
             }
         )
     return checks
@@ -730,7 +736,7 @@ def _controls_lines(
             verdict = f"not judged: no intervals with {_seeds_text(check['runs'])}"
         elif check["separated"]:
             verdict = "separated"
-        elif check["negative"]["low"] > check["positive"]["high"]:
+        elif above(check["negative"], check["positive"]):
             verdict = "REVERSED (the negative control scores higher): this comparison is blind"
         else:
             verdict = "NOT separated (the intervals overlap): this comparison is blind"
@@ -748,9 +754,9 @@ def comparison_verdict(estimate: dict, fixed: dict, runs: int) -> str:
     below MIN_RUNS_FOR_INTERVAL seeds on either side."""
     if runs < MIN_RUNS_FOR_INTERVAL:
         return f"not judged: no intervals with {_seeds_text(runs)}"
-    if estimate["low"] > fixed["high"]:
+    if above(estimate, fixed):
         return "better than fixed (the intervals do not overlap)"
-    if estimate["high"] < fixed["low"]:
+    if above(fixed, estimate):
         return "worse than fixed (the intervals do not overlap)"
     return "no difference shown (the intervals overlap)"
 
