@@ -175,8 +175,9 @@ def audit_entry(
             f"{error}; nothing is written to {board_dir / BOARD_FILE}, so entry {entry.id} keeps "
             f"its previous audits ({previous}): remove the cause and run the audit again"
         ) from error.__cause__
+    good = sum(result.outcome in REPRODUCED for result in results)
     audit = EntryAudit(
-        audited=all(result.outcome in REPRODUCED for result in results),
+        audited=good == len(results),  # this audit's own; write_audit sets the entry's verdict
         when=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         runs=len(sampled),
         sampling_seed=seed,
@@ -185,7 +186,6 @@ def audit_entry(
         results=results,
     )
     written = write_audit(board_dir, entry.id, audit)
-    good = sum(result.outcome in REPRODUCED for result in results)
     say(f"this audit: {good} of {len(results)} sampled runs reproduced their claim")
     say(
         f"entry {entry.id}: audited {verdict_text(written.audits)}; written to "
