@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -42,6 +42,12 @@ def _choice(name: str, value: str, accepted: Sequence[str]) -> str:
 def _is_int(value: Any) -> bool:
     """An integer, numpy's included, but not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_ordered(value: Any) -> bool:
+    """A list or tuple (any non-text Sequence): a set would order the blocks or skills by string
+    hashes, which differ from process to process, and a generator would leave env.spec unusable."""
+    return isinstance(value, Sequence) and not isinstance(value, str)
 
 
 def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
@@ -85,9 +91,10 @@ class StackingEnv(gym.Env):
         pixel_size: int = 84,
     ) -> None:
         self.colours = self._colours(blocks)
-        if isinstance(skills, str) or not isinstance(skills, Iterable):
+        if not _is_ordered(skills):
             raise ValueError(
-                f"skills must be a list of skill names ({', '.join(SKILLS)}), got {skills!r}"
+                f"skills must be a list of skill names ({', '.join(SKILLS)}) in a fixed order "
+                f"(a list or tuple, not a set: seeded sampling follows it), got {skills!r}"
             )
         self.skills = tuple(_choice("skill", s, SKILLS) for s in skills)
         if not self.skills:
@@ -146,10 +153,11 @@ class StackingEnv(gym.Env):
             if not 2 <= blocks <= len(COLOURS):
                 raise ValueError(f"blocks must be 2 to {len(COLOURS)}, got {blocks}")
             return COLOURS[:blocks]
-        if isinstance(blocks, str) or not isinstance(blocks, Iterable):
+        if not _is_ordered(blocks):
             raise ValueError(
                 f"blocks must be a number of blocks (2 to {len(COLOURS)}) or a list of colours "
-                f"({', '.join(COLOURS)}), got {blocks!r}"
+                f"({', '.join(COLOURS)}) in a fixed order (a list or tuple, not a set: the state "
+                f"lists the blocks in it), got {blocks!r}"
             )
         colours = tuple(blocks)
         for colour in colours:

@@ -167,6 +167,11 @@ def test_pixel_modes_pass_check_env_without_warnings(make_env, kwargs):
         ({"skills": []}, ("at least one skill", "reach, lift, push")),
         ({"skills": "reach"}, ("a list of skill names", "'reach'")),
         ({"skills": None}, ("a list of skill names", "None")),
+        # A set's order follows string hashes, which differ between processes (and vector env
+        # workers): the state layout and seeded instructions would too.
+        ({"skills": {"reach", "lift"}}, ("a list or tuple, not a set", "{'")),
+        ({"blocks": {"red", "green"}}, ("a list or tuple, not a set", "{'")),
+        ({"blocks": (c for c in ("red", "green"))}, ("list of colours", "generator")),
         ({"terminate_on_success": "False"}, ("True or False", "'False'")),
     ],
 )
