@@ -170,7 +170,8 @@ class StackingEnv(gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
+        if options is None:
+            options = {}
         if not isinstance(options, Mapping):
             raise ValueError(
                 f"reset options must be a dict, e.g. {{'instruction': text}}, got {options!r}"
@@ -292,6 +293,8 @@ class StackingEnv(gym.Env):
         """
         if self.instruction is None:
             raise RuntimeError("call reset() before set_instruction()")
+        if instruction is None:  # _instruction would sample one, which reset alone may do
+            raise ValueError("set_instruction needs an instruction: text or an Instruction")
         self.instruction = self._instruction(instruction)
         self._goal = language.encode(self.instruction)
         self._instruction_text = str(self.instruction)

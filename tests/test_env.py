@@ -309,6 +309,8 @@ def test_multiskill_samples_several_skills(make_env):
         (MULTI, {"instruction": 42}, ("text or an Instruction", "int")),
         (MULTI, "instruction", ("reset options must be a dict", "'instruction'")),
         (MULTI, ["instruction"], ("reset options must be a dict", "['instruction']")),
+        (MULTI, [], ("reset options must be a dict", "[]")),
+        (MULTI, "", ("reset options must be a dict", "''")),
     ],
     ids=[
         "other-skill",
@@ -321,6 +323,8 @@ def test_multiskill_samples_several_skills(make_env):
         "not-text",
         "options-a-string",
         "options-a-list",
+        "options-an-empty-list",
+        "options-an-empty-string",
     ],
 )
 def test_bad_reset_options_raise_naming_accepted_values(make_env, env_id, options, expected):
@@ -333,6 +337,30 @@ def test_bad_reset_options_raise_naming_accepted_values(make_env, env_id, option
     env.reset(seed=0)
     obs, *_, info = env.step(NOOP)
     assert np.isfinite(obs["state"]).all() and not info["sim_unstable"]
+
+
+@pytest.mark.parametrize(
+    ("instruction", "expected"),
+    [
+        (None, "needs an instruction: text or an Instruction"),
+        (3, "text or an Instruction, got int"),
+        ("fly to the moon", "accepted forms"),
+    ],
+    ids=["none", "not-text", "unparsable"],
+)
+def test_set_instruction_refuses_what_is_not_an_instruction_and_keeps_the_old_one(
+    make_env, instruction, expected
+):
+    env = make_env(MULTI)
+    env.reset(seed=0, options={"instruction": "pick up the red block"})
+    before = env.unwrapped.start_scene
+    with pytest.raises(ValueError, match=expected):
+        env.unwrapped.set_instruction(instruction)
+    assert env.unwrapped.start_scene is before
+    assert env.step(NOOP)[-1]["instruction"] == "pick up the red block"
+    observation = env.unwrapped.set_instruction("stack red on blue")
+    assert np.array_equal(observation["goal"], encode(parse("stack red on blue")))
+    assert env.step(NOOP)[-1]["instruction"] == "stack the red block on the blue block"
 
 
 # 4. Info keys
