@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 import numbers
 import os
@@ -50,6 +52,34 @@ def _is_ordered(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str)
 
 
+_KEYWORD_HINTS = {
+    "instruction": "an episode's instruction goes to reset(options={'instruction': text})",
+    "max_episode_steps": "gym.make takes it; the env itself has no step limit",
+    "disable_env_checker": "gym.make takes it, not the env",
+}
+"""What a keyword argument the env does not take is for, where a user may well pass it."""
+
+
+def _unknown_keywords(unknown: Mapping[str, Any]) -> TypeError:
+    """The error for keyword arguments the env does not take: each with the accepted name it is
+    closest to (or where it belongs), then every accepted name (Python's own error names none)."""
+    accepted = [name for name in inspect.signature(StackingEnv).parameters if name != "unknown"]
+    parts = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, accepted, n=1)
+        if name in _KEYWORD_HINTS:
+            parts.append(f"{name!r} ({_KEYWORD_HINTS[name]})")
+        elif close:
+            parts.append(f"{name!r} (did you mean {close[0]!r}?)")
+        else:
+            parts.append(repr(name))
+    plural = "s" if len(parts) > 1 else ""
+    return TypeError(
+        f"unknown keyword argument{plural} {', '.join(parts)}; accepted: {', '.join(accepted)} "
+        "(and gym.make's own max_episode_steps and disable_env_checker)"
+    )
+
+
 def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
     """A renderer whose GL context Mesa's llvmpipe, if it renders, drives from the calling thread.
 
@@ -89,7 +119,10 @@ class StackingEnv(gym.Env):
         height: int = 240,
         pixel_camera: str = "front",
         pixel_size: int = 84,
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            raise _unknown_keywords(unknown)
         self.colours = self._colours(blocks)
         if not _is_ordered(skills):
             raise ValueError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import itertools
 import math
 import os
@@ -180,6 +181,22 @@ def test_constructor_rejects_bad_options_naming_accepted_values(kwargs, expected
         gym.make(STACK, **kwargs)
     for text in expected:
         assert text in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"obs_mod": "pixels"}, "unknown keyword argument 'obs_mod' (did you mean 'obs_mode'?)"),
+        ({"instruction": "lift red"}, "reset(options={'instruction': text})"),
+        ({"seed": 1}, "unknown keyword argument 'seed'; accepted: skills, blocks, reward_mode"),
+    ],
+)
+def test_an_unknown_keyword_argument_is_named_with_the_accepted_ones(kwargs, expected):
+    with pytest.raises(TypeError) as excinfo:
+        gym.make(STACK, **kwargs)
+    assert expected in str(excinfo.value)
+    accepted = [name for name in inspect.signature(StackingEnv).parameters if name != "unknown"]
+    assert f"accepted: {', '.join(accepted)} (and gym.make's own" in str(excinfo.value)
 
 
 def test_unsupported_render_mode_is_rejected():
