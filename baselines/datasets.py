@@ -175,11 +175,18 @@ class OfflineData:
         return int(self.actions.shape[1])
 
 
+def root_folder(datasets_path: str | Path | None = None) -> Path:
+    """The absolute datasets folder: `datasets_path`, else `default_datasets_path()`."""
+    return Path(datasets_path or default_datasets_path()).resolve()
+
+
 @contextlib.contextmanager
 def datasets_root(datasets_path: str | Path) -> Iterator[Path]:
-    """Point Minari at `datasets_path` (it reads MINARI_DATASETS_PATH) for the block's duration."""
-    root = Path(datasets_path).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    """Point Minari at `datasets_path` (it reads MINARI_DATASETS_PATH) for the block's duration.
+
+    It creates nothing, so that reading leaves no folder behind: a writer makes the folder first.
+    """
+    root = root_folder(datasets_path)
     previous = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(root)
     try:
@@ -204,18 +211,28 @@ def check_dataset_id(dataset_id: str) -> None:
 
 def dataset_dir(dataset_id: str, datasets_path: str | Path | None = None) -> Path:
     """The folder of a dataset: Minari's `data/` and the `episodes.json` sidecar are inside."""
-    return Path(datasets_path or default_datasets_path()).resolve() / dataset_id
+    return root_folder(datasets_path) / dataset_id
 
 
-def check_dataset_exists(dataset_id: str, datasets_path: str | Path | None = None) -> None:
-    """Raise ValueError, creating nothing, unless the dataset's folder is there."""
+def check_dataset_exists(dataset_id: str, datasets_path: str | Path | None = None) -> Path:
+    """Return the dataset's folder; ValueError, creating nothing, unless Minari's `data/` folder
+    is in it (where `minari.load_dataset` looks)."""
     check_dataset_id(dataset_id)
-    root = Path(datasets_path or default_datasets_path()).resolve()
-    if not (root / dataset_id).is_dir():
-        raise ValueError(
-            f"dataset_id {dataset_id!r} is not under datasets_path {root}; write it with "
-            "`python -m gameon.baselines.datasets`"
-        )
+    root = root_folder(datasets_path)
+    if (root / dataset_id / "data").is_dir():
+        return root / dataset_id
+    if not root.exists():
+        where = f"datasets_path {root} does not exist"
+    elif not root.is_dir():
+        where = f"datasets_path {root} is a file, not a folder"
+    elif (root / dataset_id).exists():
+        where = f"{root / dataset_id} holds no Minari data folder"
+    else:
+        where = f"it is not under datasets_path {root}"
+    raise ValueError(
+        f"no dataset {dataset_id}: {where}; give the datasets_path it was written to, or write it "
+        f"with `{PROG}`"
+    )
 
 
 def write_json(path: Path, payload: dict) -> None:
@@ -266,7 +283,7 @@ def write_episodes(
     check_dataset_id(dataset_id)
     if not episodes:
         raise ValueError("no episodes to record")
-    root = Path(datasets_path or default_datasets_path()).resolve()
+    root = root_folder(datasets_path)
     target = root / dataset_id
     target.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(target.with_name(f".{target.name}.lock"), timeout=None):
@@ -570,8 +587,10 @@ def collect(args: Args) -> minari.MinariDataset:
 
 
 def episode_records(dataset_id: str, datasets_path: str | Path | None = None) -> dict[int, dict]:
-    """The per-episode records of `episodes.json`: episode id -> instruction, skill, noise..."""
-    path = dataset_dir(dataset_id, datasets_path) / EPISODES_FILE
+    """The per-episode records of `episodes.json`: episode id -> instruction, skill, noise...
+
+    ValueError, naming the dataset, if it is not there (checked creating nothing)."""
+    path = check_dataset_exists(dataset_id, datasets_path) / EPISODES_FILE
     if not path.is_file():
         raise ValueError(f"dataset {dataset_id} has no {EPISODES_FILE} at {path}")
     episodes = json.loads(path.read_text())["episodes"]
@@ -583,10 +602,8 @@ def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineDat
 
     ValueError, naming the dataset, if it is not there, cannot be read (a damaged file) or is
     not a GameOn dataset (observations other than the dict of `state` and `goal`)."""
-    check_dataset_id(dataset_id)
-    with datasets_root(datasets_path or default_datasets_path()) as root:
-        if not (root / dataset_id / "data").is_dir():  # where minari.load_dataset looks
-            raise ValueError(f"no dataset {dataset_id} under {root}")
+    check_dataset_exists(dataset_id, datasets_path)
+    with datasets_root(root_folder(datasets_path)) as root:
         try:
             return _read(dataset_id)
         except WrongDataset:

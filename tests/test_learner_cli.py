@@ -64,7 +64,7 @@ def run(module: str, *arguments: str, cwd: Path | None = None) -> subprocess.Com
         ("ppo", ["--learning-rate", "-1"], "learning_rate must be > 0, got -1.0"),
         ("sac", ["--alpha", "0"], "alpha must be > 0, got 0.0"),
         ("sac", ["--seed", "-1"], "seed must be >= 0, got -1"),
-        ("bc", ["--dataset-id", "missing/x-v0"], "dataset_id 'missing/x-v0' is not under"),
+        ("bc", ["--dataset-id", "missing/x-v0"], "no dataset missing/x-v0: it is not under"),
         ("iql", ["--dataset-id", FAILED, "--expectile", "1.5"], "expectile must be in (0, 1)"),
     ],
 )
