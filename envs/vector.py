@@ -83,6 +83,7 @@ def make_vec(
 
     The arguments are `gym.make_vec`'s but `vectorization_mode` (this is the shared-memory mode);
     `vector_kwargs` go to SharedMemoryVectorEnv (`autoreset_mode`, `copy`, `context`).
+    `envs.spec` is each env's own spec: `make_vec(envs.spec, num_envs)` makes the envs again.
     """
     if "vectorization_mode" in kwargs:
         raise ValueError(
@@ -100,7 +101,10 @@ def make_vec(
     spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
     factory = EnvFactory(spec, dict(kwargs), tuple(wrappers or ()))
     envs = SharedMemoryVectorEnv([factory] * num_envs, workers=workers, **(vector_kwargs or {}))
-    envs.spec = dataclasses.replace(spec, kwargs={**spec.kwargs, **kwargs})
+    # Each env's spec as gym.make wrote it (gym.make's own max_episode_steps in the spec's field,
+    # not among the env's kwargs; wrappers that record their arguments listed), so that
+    # gym.make(envs.spec) and make_vec(envs.spec, num_envs) make the same envs again.
+    envs.spec = envs.local.envs[0].spec
     return envs
 
 

@@ -27,6 +27,7 @@ import pytest
 from gymnasium.error import ClosedEnvironmentError
 from gymnasium.vector import AutoresetMode
 
+from gameon.envs import TargetRelative
 from gameon.envs.vector import SharedMemoryVectorEnv, WorkerError, make_vec
 from gameon.experimenter.curriculum import FixedCurriculum, task_set
 from gameon.experimenter.curriculum_wrapper import CurriculumVectorWrapper
@@ -461,6 +462,31 @@ def test_bad_make_vec_arguments_say_what_they_must_be(arguments: dict, message: 
     with pytest.raises(ValueError, match=message):
         make_vec(ENV_ID, **{"num_envs": 2, **arguments})
     assert set(mp.active_children()) == children
+
+
+def test_its_spec_makes_the_same_envs_again() -> None:
+    """gym.make's own max_episode_steps goes to the spec's field, not to the env's kwargs (where
+    remaking the env from the spec failed), and wrappers that record their arguments are kept."""
+    with make_vec(
+        "GameOn/Reach-v0",
+        2,
+        workers=2,
+        wrappers=[TargetRelative],
+        reward_mode="dense",
+        max_episode_steps=3,
+    ) as envs:
+        spec = envs.spec
+        keys = set(envs.single_observation_space.spaces)
+    assert spec.max_episode_steps == 3 and spec.kwargs["reward_mode"] == "dense"
+    assert "max_episode_steps" not in spec.kwargs
+    single = gym.make(spec)
+    assert isinstance(single, TargetRelative) and single.spec == spec
+    single.close()
+    with make_vec(spec, 2, workers=2) as again:
+        assert again.spec == spec and set(again.single_observation_space.spaces) == keys
+        again.reset(seed=0)
+        truncations = [again.step(again.action_space.sample())[3] for _ in range(3)]
+    assert [row.tolist() for row in truncations] == [[False, False]] * 2 + [[True, True]]
 
 
 def test_after_a_reset_that_fails_in_one_slice_the_infos_are_sync_s() -> None:
