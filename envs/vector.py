@@ -93,7 +93,11 @@ def make_vec(
         )
     if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
         raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
-    if wrappers is not None and (callable(wrappers) or not isinstance(wrappers, Sequence)):
+    if wrappers is not None and (
+        callable(wrappers)
+        or not isinstance(wrappers, Sequence)
+        or not all(callable(wrapper) for wrapper in wrappers)
+    ):
         raise ValueError(
             "wrappers must be a list of env wrappers (each called with an env, returning one), "
             f"e.g. wrappers=[gameon.envs.TargetRelative]; got {wrappers!r}"
@@ -278,8 +282,12 @@ class SharedMemoryVectorEnv(VectorEnv):
             raise ValueError("a vector env needs at least one env")
         if workers is None:
             workers = min(self.num_envs, _cpu_count())
-        if not 1 <= workers <= self.num_envs:
-            raise ValueError(f"workers must be 1 to num_envs={self.num_envs}, got {workers}")
+        whole = isinstance(workers, numbers.Integral) and not isinstance(workers, bool)
+        if not whole or not 1 <= workers <= self.num_envs:
+            raise ValueError(
+                f"workers must be a whole number from 1 to num_envs={self.num_envs}, "
+                f"got {workers!r}"
+            )
         self.copy = copy
         self.context = context
         self.autoreset_mode = AutoresetMode(autoreset_mode)

@@ -455,6 +455,10 @@ def test_a_vectorization_mode_is_refused_pointing_to_gym_make_vec() -> None:
         ({"num_envs": 2.0}, r"num_envs must be a whole number >= 1, got 2\.0"),
         ({"num_envs": 0}, "num_envs must be a whole number >= 1, got 0"),
         ({"wrappers": InfoExtras}, r"wrappers must be a list of env wrappers .*got <class"),
+        ({"wrappers": [1]}, r"wrappers must be a list of env wrappers .*got \[1\]"),
+        ({"workers": "2"}, "workers must be a whole number from 1 to num_envs=2, got '2'"),
+        ({"workers": 1.0}, "workers must be a whole number from 1 to num_envs=2, got 1.0"),
+        ({"workers": 3}, "workers must be a whole number from 1 to num_envs=2, got 3"),
     ],
 )
 def test_bad_make_vec_arguments_say_what_they_must_be(arguments: dict, message: str) -> None:
