@@ -11,7 +11,9 @@ working directory), at `DATASETS_PATH/DATASET_ID/`: Minari's `data/` folder (HDF
 observations `state` + `goal`, actions, the env's rewards, terminations, truncations and
 `infos["success"]`, one per step: the info of that step, with no entry for the reset as Minari's
 DataCollector would write) and `episodes.json`, the per-episode record of instruction, skill,
-policy, noise, seed and success. The same record is in Minari's per-episode metadata.
+policy, noise, seed and success. The same record is in Minari's per-episode metadata. Minari's
+env spec and eval-env spec are both the collecting env's, with the kwargs it was made with (e.g.
+`reward_mode`), so `recover_environment()` (with or without `eval_env=True`) gives its rewards.
 
 `load` reads every episode into flat transition arrays (`OfflineData`) and splits episodes into
 segments: a segment ends at a step whose termination or truncation flag is set, or at the
@@ -311,13 +313,17 @@ def write_episodes(
 def _create(
     env: gym.Env, stage: Path, dataset_id: str, episodes: Sequence[Episode], info: DatasetInfo
 ) -> None:
-    """Write a new dataset of these episodes under the staging root."""
+    """Write a new dataset of these episodes under the staging root.
+
+    The env's spec is stored as the eval env too (not the bare id's registered spec), so that
+    `recover_environment(eval_env=True)` makes the env with the kwargs the episodes were played
+    with (e.g. `reward_mode`) and gives the dataset's rewards."""
     with datasets_root(stage):
         dataset = minari.create_dataset_from_buffers(
             dataset_id=dataset_id,
             buffer=[replace(e.buffer, id=i) for i, e in enumerate(episodes)],
             env=env,
-            eval_env=info.env_id,
+            eval_env=env.spec if env.spec is not None else info.env_id,
             algorithm_name=info.algorithm_name,
             author=info.author,
             author_email="n/a",

@@ -1,10 +1,11 @@
 """`gameon.baselines.datasets` on what a new user gets wrong: reading a path that is not there
-creates nothing and says what is missing."""
+creates nothing and says what is missing, and a recovered env plays the dataset's rewards."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("tyro")
@@ -12,6 +13,24 @@ pytest.importorskip("minari")
 pytest.importorskip("h5py", reason="Minari's HDF5 storage needs h5py (minari[hdf5])")
 
 from gameon.baselines import datasets  # noqa: E402
+
+DENSE = "gameon/reach-dense-v0"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A datasets folder with two expert Reach episodes stored with dense rewards."""
+    path = tmp_path_factory.mktemp("datasets")
+    args = datasets.Args(
+        env_id="GameOn/Reach-v0",
+        dataset_id=DENSE,
+        datasets_path=str(path),
+        episodes_per_skill=2,
+        reward_mode="dense",
+        progress=False,
+    )
+    datasets.collect(args)
+    return path
 
 
 def tree(folder: Path) -> list[str]:
@@ -58,3 +77,21 @@ def test_a_dataset_folder_without_minari_data_is_no_dataset(tmp_path: Path) -> N
     assert str(error.value).startswith(
         f"no dataset gameon/empty-v0: {tmp_path}/gameon/empty-v0 holds no Minari data folder; "
     )
+
+
+@pytest.mark.parametrize("eval_env", [False, True])
+def test_the_recovered_env_gives_the_dataset_s_rewards(root: Path, eval_env: bool) -> None:
+    """The eval env was stored as the bare env id, so `recover_environment(eval_env=True)` made
+    a sparse-reward env for a dataset of dense rewards."""
+    import minari
+
+    dataset = minari.MinariDataset(datasets.dataset_dir(DENSE, root) / "data")
+    env = dataset.recover_environment(eval_env=eval_env)
+    assert env.unwrapped.reward_mode == "dense"
+    records = datasets.episode_records(DENSE, root)
+    for episode in dataset.iterate_episodes():
+        record = records[episode.id]
+        env.reset(seed=record["seed"], options={"instruction": record["instruction"]})
+        rewards = [env.step(action)[1] for action in episode.actions]
+        np.testing.assert_array_equal(rewards, episode.rewards)
+    env.close()
