@@ -279,6 +279,14 @@ def default_run_dir(algo: str, name: str, seed: int) -> Path:
     return Path("runs") / f"{algo}__{name.replace('/', '_')}__{seed}__{int(time.time())}"
 
 
+def log_evaluation(writer: SummaryWriter, report: EvalReport, step: int) -> None:
+    """Log an evaluation's success rate, overall and per skill (eval/success_rate_{skill}), under
+    the tags of every learner, so that online and offline runs line up in one TensorBoard."""
+    writer.add_scalar("eval/success_rate", report.success_rate, step)
+    for skill, rate in report.rates().items():
+        writer.add_scalar(f"eval/success_rate_{skill}", rate, step)
+
+
 def evaluate_and_save(
     algo: str,
     args: Any,
@@ -327,9 +335,7 @@ def evaluate_and_save(
         extra={"global_step": global_step, "curriculum": curriculum.state_dict()},
     )
     save_curriculum(run_dir / "curriculum.json", curriculum)
-    writer.add_scalar("eval/success_rate", report.success_rate, global_step)
-    for skill, rate in report.rates().items():
-        writer.add_scalar(f"eval/success_rate_{skill}", rate, global_step)
+    log_evaluation(writer, report, global_step)
     rates = ", ".join(f"{skill} {rate:.2f}" for skill, rate in report.rates().items())
     print(f"eval at step {global_step}: success {report.success_rate:.2f} ({rates})")
     if on_eval is not None:
@@ -680,9 +686,7 @@ class OfflineRun:
         args = self.args
         report = evaluate_actor(actor, normalizer, self.env_id, args.eval_episodes_per_skill)
         self.eval_seconds += time.perf_counter() - start
-        self.writer.add_scalar("eval/success_rate", report.success_rate, update)
-        for skill, skill_rate in report.rates().items():
-            self.writer.add_scalar(f"eval/success_rate/{skill}", skill_rate, update)
+        log_evaluation(self.writer, report, update)
         self.evaluations.append(report.curve_point(update=update))
         return report
 

@@ -18,6 +18,10 @@ pytest.importorskip("tyro")
 pytest.importorskip("minari")
 pytest.importorskip("h5py", reason="Minari's HDF5 storage needs h5py (minari[hdf5])")
 
+from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
+    EventAccumulator,
+)
+
 from gameon.baselines import bc, datasets, iql  # noqa: E402
 from gameon.envs import language  # noqa: E402
 from gameon.policy import flat_size, load_policy  # noqa: E402
@@ -361,6 +365,38 @@ def test_training_prints_progress_between_evaluations(
     lines = [line for line in capsys.readouterr().out.splitlines() if "updates/s" in line]
     assert [line.split(":")[0] for line in lines] == ["update 10/30", "update 20/30"]
     assert all(line.endswith(" s left") for line in lines)
+
+
+def tiny_args(learner, root: Path, run_dir: Path, **overrides: object) -> object:
+    """A few updates of a small network on the Reach data, evaluated on one episode per skill."""
+    return learner.Args(
+        dataset_id=REACH,
+        datasets_path=str(root),
+        batch_size=32,
+        hidden=(16,),
+        eval_episodes_per_skill=1,
+        run_dir=str(run_dir),
+        **overrides,
+    )
+
+
+def logged_steps(run_dir: Path) -> dict[str, list[int]]:
+    """The steps of every TensorBoard scalar a run logged, by tag."""
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [e.step for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+@pytest.mark.parametrize("learner", [bc, iql])
+def test_evaluations_are_logged_under_the_tags_of_the_online_learners(
+    learner, root: Path, tmp_path: Path
+) -> None:
+    """eval/success_rate_{skill}, as PPO and SAC log it, so that runs of both kinds line up in
+    one TensorBoard: BC and IQL logged eval/success_rate/{skill}."""
+    learner.train(tiny_args(learner, root, tmp_path / "run", num_updates=4, eval_every=2))
+    logged = logged_steps(tmp_path / "run")
+    evaluations = {tag: steps for tag, steps in logged.items() if tag.startswith("eval/")}
+    assert evaluations == {"eval/success_rate": [2, 4], "eval/success_rate_reach": [2, 4]}
 
 
 def test_expectile_loss_weights_errors_asymmetrically() -> None:
