@@ -16,7 +16,9 @@ predictions of the last chunk_length chunks for the current step (temporal ensem
 
 Evaluates on the dataset's env with the shared suite (`gameon.evaluation`) and writes, under
 `run_dir`: TensorBoard logs, `checkpoint.pt`, `eval.json`, `summary.json` and, with
-`--capture-video`, one evaluation MP4 per skill in `videos/`.
+`--capture-video`, one evaluation MP4 per skill in `videos/`. Each evaluation of `--eval-every`
+writes `checkpoint.pt` (its update in the extra) and `eval.json` too, so that a run stopped by
+Ctrl-C keeps the last one; a run does not resume.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ class Args(common.OfflineArgs):
 
 def train(args: Args) -> dict:
     """Train behaviour cloning on a dataset, evaluate it and write the run's files. A setting that
-    cannot work, or a run_dir holding an earlier run, is a ValueError before any training."""
+    cannot work, or a run_dir holding an earlier run, is a ValueError before any training; Ctrl-C
+    closes the logs and says what the run folder keeps (`OfflineRun.interrupted`), then raises."""
     common.check_offline_args(args)
     run = common.start_offline_run(ALGO, args, success_only=args.success_only)
     data, device, writer = run.data, run.device, run.writer
@@ -69,57 +72,62 @@ def train(args: Args) -> dict:
     )
 
     losses: dict[str, float] = {}
+    update = 0
     start = time.perf_counter()
-    for update in range(1, args.num_updates + 1):
-        batch = torch.as_tensor(rng.integers(0, data.size, args.batch_size), device=device)
-        predicted = actor(observations[batch])  # (batch, chunk_length, action_size)
-        target, mask = actions[rows[batch]], masks[batch].float()
-        valid = mask.sum()
-        squared = ((predicted[..., regressed] - target[..., regressed]) ** 2).mean(-1)
-        continuous_loss = (squared * mask).sum() / valid
-        if args.binary_gripper:
-            closed = (target[..., -1] > 0).float()
-            cross_entropy = F.binary_cross_entropy_with_logits(
-                predicted[..., -1], closed, reduction="none"
-            )
-            gripper_loss = (cross_entropy * mask).sum() / valid
-        else:
-            gripper_loss = torch.zeros((), device=device)
-        loss_t = continuous_loss + gripper_loss
-        optimizer.zero_grad()
-        loss_t.backward()
-        optimizer.step()
+    try:
+        for update in range(1, args.num_updates + 1):
+            batch = torch.as_tensor(rng.integers(0, data.size, args.batch_size), device=device)
+            predicted = actor(observations[batch])  # (batch, chunk_length, action_size)
+            target, mask = actions[rows[batch]], masks[batch].float()
+            valid = mask.sum()
+            squared = ((predicted[..., regressed] - target[..., regressed]) ** 2).mean(-1)
+            continuous_loss = (squared * mask).sum() / valid
+            if args.binary_gripper:
+                closed = (target[..., -1] > 0).float()
+                cross_entropy = F.binary_cross_entropy_with_logits(
+                    predicted[..., -1], closed, reduction="none"
+                )
+                gripper_loss = (cross_entropy * mask).sum() / valid
+            else:
+                gripper_loss = torch.zeros((), device=device)
+            loss_t = continuous_loss + gripper_loss
+            optimizer.zero_grad()
+            loss_t.backward()
+            optimizer.step()
 
-        if update % args.log_every == 0 or update == args.num_updates:
-            losses = {
-                "actor_loss": loss_t.item(),
-                "continuous_loss": continuous_loss.item(),
-                "gripper_loss": gripper_loss.item(),
-            }
-            for name, value in losses.items():
-                writer.add_scalar(f"losses/{name}", value, update)
-            elapsed = time.perf_counter() - start - run.eval_seconds
-            writer.add_scalar("charts/updates_per_s", update / elapsed, update)
-        run.print_progress(
-            update, start, {"continuous loss": continuous_loss, "gripper loss": gripper_loss}
-        )
-        if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
-            report = run.evaluate(actor, normalizer, update)
-            print(
-                f"update {update}: continuous loss {continuous_loss.item():.4f}, gripper loss "
-                f"{gripper_loss.item():.4f}, eval success {report.success_rate:.2f}"
+            if update % args.log_every == 0 or update == args.num_updates:
+                losses = {
+                    "actor_loss": loss_t.item(),
+                    "continuous_loss": continuous_loss.item(),
+                    "gripper_loss": gripper_loss.item(),
+                }
+                for name, value in losses.items():
+                    writer.add_scalar(f"losses/{name}", value, update)
+                elapsed = time.perf_counter() - start - run.eval_seconds
+                writer.add_scalar("charts/updates_per_s", update / elapsed, update)
+            run.print_progress(
+                update, start, {"continuous loss": continuous_loss, "gripper loss": gripper_loss}
             )
-    train_time = time.perf_counter() - start - run.eval_seconds
-    return run.finish(
-        actor,
-        normalizer,
-        report,
-        losses,
-        train_time,
-        {},
-        final_loss=losses["actor_loss"],
-        success_only=args.success_only,
-    )
+            if run.evaluation_due(update):
+                report = run.evaluate(actor, normalizer, update)
+                print(
+                    f"update {update}: continuous loss {continuous_loss.item():.4f}, gripper loss "
+                    f"{gripper_loss.item():.4f}, eval success {report.success_rate:.2f}"
+                )
+        train_time = time.perf_counter() - start - run.eval_seconds
+        return run.finish(
+            actor,
+            normalizer,
+            report,
+            losses,
+            train_time,
+            {},
+            final_loss=losses["actor_loss"],
+            success_only=args.success_only,
+        )
+    except KeyboardInterrupt:
+        run.interrupted(update)
+        raise
 
 
 if __name__ == "__main__":

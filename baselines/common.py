@@ -186,7 +186,8 @@ class OfflineArgs:
     log_every: int = 1_000
     """write training losses to TensorBoard every this many updates"""
     eval_every: int = 0
-    """evaluate every this many updates as well as at the end (0: only at the end)"""
+    """evaluate and checkpoint every this many updates as well as at the end (0: only at the
+    end)"""
     eval_episodes_per_skill: int = 10
     """episodes per skill of the evaluation suite"""
     capture_video: bool = False
@@ -663,8 +664,9 @@ def check_offline_args(args: Any) -> None:
 @dataclass
 class OfflineRun:
     """An offline learner's run once started: its dataset, the env it is evaluated on, the
-    device, folder and TensorBoard writer, the actor and its normaliser; it evaluates the actor
-    (`evaluate`) and writes the checkpoint, eval.json and summary at the end (`finish`)."""
+    device, folder and TensorBoard writer, the actor and its normaliser; it evaluates and
+    checkpoints the actor (`evaluate`), says what its folder keeps after Ctrl-C (`interrupted`)
+    and writes the final checkpoint, eval.json and summary at the end (`finish`)."""
 
     algo: str
     args: Any
@@ -679,16 +681,78 @@ class OfflineRun:
     """the dataset's statistics, or the init checkpoint's (which its weights were trained on)"""
     evaluations: list[dict] = field(default_factory=list)
     eval_seconds: float = 0.0
+    saved_update: int | None = None
+    """the update whose checkpoint.pt and eval.json the folder holds (None: none yet)"""
 
-    def evaluate(self, actor: ChunkedActor, normalizer: Normalizer, update: int) -> EvalReport:
-        """Evaluate a CPU copy of the actor on the shared suite, timed and logged."""
+    def evaluation_due(self, update: int) -> bool:
+        """Whether to evaluate after `update`: every `eval_every` updates and after the last."""
+        every = self.args.eval_every
+        return (every > 0 and update % every == 0) or update == self.args.num_updates
+
+    def evaluate(
+        self,
+        actor: ChunkedActor,
+        normalizer: Normalizer,
+        update: int,
+        checkpoint_extra: dict[str, Any] | None = None,
+    ) -> EvalReport:
+        """Evaluate a CPU copy of the actor on the shared suite, timed and logged; before the last
+        update also write its checkpoint.pt (`checkpoint_extra` and the update in its extra) and
+        eval.json, so that an interrupted run keeps its latest evaluated policy (`finish` writes
+        the last update's)."""
         start = time.perf_counter()
         args = self.args
         report = evaluate_actor(actor, normalizer, self.env_id, args.eval_episodes_per_skill)
+        if update < args.num_updates:
+            extra = {"update": update, **(checkpoint_extra or {})}
+            self.save(copy.deepcopy(actor).cpu(), normalizer, report.to_dict(), update, extra)
         self.eval_seconds += time.perf_counter() - start
         log_evaluation(self.writer, report, update)
         self.evaluations.append(report.curve_point(update=update))
         return report
+
+    def save(
+        self,
+        actor: ChunkedActor,
+        normalizer: Normalizer | None,
+        evaluation: dict,
+        update: int,
+        extra: dict[str, Any],
+    ) -> Path:
+        """Write checkpoint.pt (the CPU `actor`; `extra` after the dataset and the budget) and
+        eval.json, each atomically; return the checkpoint's path."""
+        args = self.args
+        checkpoint = save_checkpoint(
+            self.run_dir / "checkpoint.pt",
+            self.algo,
+            self.env_id,
+            actor,
+            normalizer,
+            dataclasses.asdict(args),
+            extra={"dataset_id": args.dataset_id, "num_updates": args.num_updates, **extra},
+        )
+        write_json(self.run_dir / "eval.json", evaluation)
+        self.saved_update = update
+        return checkpoint
+
+    def interrupted(self, update: int) -> None:
+        """After Ctrl-C: close the TensorBoard logs (so they keep every point up to the
+        interruption) and say on stderr, in one line, what the run folder keeps. A run does not
+        resume, and its folder has no summary.json; checkpoint.pt and eval.json are there only if
+        an evaluation (`eval_every`) finished before the interruption."""
+        self.writer.close()
+        kept = "its TensorBoard logs"
+        if self.saved_update is not None:
+            kept += (
+                f" and the checkpoint.pt and eval.json of the evaluation at update "
+                f"{self.saved_update}"
+            )
+        print(
+            f"interrupted at update {update} of {self.args.num_updates}: {self.run_dir} keeps "
+            f"{kept}, but no summary.json; a run does not resume, so start it again with a new "
+            "--run-dir",
+            file=sys.stderr,
+        )
 
     def print_progress(self, update: int, start: float, losses: dict[str, torch.Tensor]) -> None:
         """Every `print_every` updates but the last (its evaluation line follows): the losses,
@@ -718,21 +782,8 @@ class OfflineRun:
         entries)."""
         args, data = self.args, self.data
         actor = actor.cpu().eval()
-        checkpoint = save_checkpoint(
-            self.run_dir / "checkpoint.pt",
-            self.algo,
-            self.env_id,
-            actor,
-            normalizer,
-            dataclasses.asdict(args),
-            extra={
-                "dataset_id": args.dataset_id,
-                "num_updates": args.num_updates,
-                **checkpoint_extra,
-            },
-        )
         evaluation = report.to_dict()
-        write_json(self.run_dir / "eval.json", evaluation)
+        checkpoint = self.save(actor, normalizer, evaluation, args.num_updates, checkpoint_extra)
         videos = []
         if args.capture_video:
             videos = record_videos(make_policy(actor, normalizer), self.env_id, self.run_dir)
@@ -878,8 +929,8 @@ def run_cli(
 ) -> None:
     """A learner's command line: its Args from `parse_cli`, then `train`; inputs that do not fit
     each other (RunRefused, before anything is written) end in one line and exit 2, Ctrl-C in
-    `PROG: interrupted` and exit 130 (after the online learners' line on what their run folder
-    keeps, `OnlineRun.interrupted`) rather than a traceback."""
+    `PROG: interrupted` and exit 130 (after the learner's line on what its run folder keeps,
+    `OnlineRun.interrupted` or `OfflineRun.interrupted`) rather than a traceback."""
     args = parse_cli(args_type, prog, *checks)
     try:
         train(args)

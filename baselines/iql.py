@@ -21,7 +21,9 @@ Three losses per update, on one minibatch of dataset transitions (s, a, r, s', t
   (see `gameon.baselines.bc`).
 
 Observations are normalised with the dataset's statistics. Outputs as for `gameon.baselines.bc`:
-TensorBoard logs, `checkpoint.pt`, `eval.json`, `summary.json` and optional MP4s under `run_dir`.
+TensorBoard logs, `checkpoint.pt` (with the critics and the value network in its extra),
+`eval.json`, `summary.json` and optional MP4s under `run_dir`, the checkpoint and eval.json also
+at each evaluation of `--eval-every`.
 """
 
 from __future__ import annotations
@@ -108,9 +110,19 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     return (weight * diff**2).mean()
 
 
+def critics(critic: TwinQ, value: nn.Sequential) -> dict[str, dict[str, torch.Tensor]]:
+    """CPU copies of the critics' and the value network's weights, for the checkpoint's extra
+    (the networks themselves stay on the training device)."""
+    return {
+        "critic": copy.deepcopy(critic).cpu().state_dict(),
+        "value": copy.deepcopy(value).cpu().state_dict(),
+    }
+
+
 def train(args: Args) -> dict:
     """Train IQL on a dataset, evaluate it and write the run's files. A setting that cannot work,
-    or a run_dir holding an earlier run, is a ValueError before any training."""
+    or a run_dir holding an earlier run, is a ValueError before any training; Ctrl-C closes the
+    logs and says what the run folder keeps (`OfflineRun.interrupted`), then raises."""
     check_args(args)
     run = common.start_offline_run(ALGO, args)
     data, device, writer = run.data, run.device, run.writer
@@ -136,89 +148,93 @@ def train(args: Args) -> dict:
     print(f"{ALGO}: {data.size} transitions from {data.num_episodes} episodes of {data.env_id}")
 
     losses: dict[str, float] = {}
+    update = 0
     start = time.perf_counter()
-    for update in range(1, args.num_updates + 1):
-        batch = torch.as_tensor(rng.integers(0, data.size, args.batch_size), device=device)
-        obs, action, next_obs = observations[batch], actions[batch], next_observations[batch]
+    try:
+        for update in range(1, args.num_updates + 1):
+            batch = torch.as_tensor(rng.integers(0, data.size, args.batch_size), device=device)
+            obs, action, next_obs = observations[batch], actions[batch], next_observations[batch]
 
-        # value: expectile of the target critics' Q over the dataset's actions
-        with torch.no_grad():
-            target_q = torch.min(*target_critic(obs, action))
-        v = value(obs).squeeze(-1)
-        advantage = target_q - v
-        value_loss = expectile_loss(advantage, args.expectile)
-        value_optimizer.zero_grad()
-        value_loss.backward()
-        value_optimizer.step()
+            # value: expectile of the target critics' Q over the dataset's actions
+            with torch.no_grad():
+                target_q = torch.min(*target_critic(obs, action))
+            v = value(obs).squeeze(-1)
+            advantage = target_q - v
+            value_loss = expectile_loss(advantage, args.expectile)
+            value_optimizer.zero_grad()
+            value_loss.backward()
+            value_optimizer.step()
 
-        # critics: one-step targets bootstrapped from V(s'), never from an actor's action
-        with torch.no_grad():
-            next_v = value(next_obs).squeeze(-1)
-            q_target = rewards[batch] + args.discount * not_done[batch] * next_v
-        q1, q2 = critic(obs, action)
-        critic_loss = (F.mse_loss(q1, q_target) + F.mse_loss(q2, q_target)) / 2
-        critic_optimizer.zero_grad()
-        critic_loss.backward()
-        critic_optimizer.step()
-        with torch.no_grad():
-            for param, target_param in zip(
-                critic.parameters(), target_critic.parameters(), strict=True
-            ):
-                target_param.lerp_(param, args.polyak)
+            # critics: one-step targets bootstrapped from V(s'), never from an actor's action
+            with torch.no_grad():
+                next_v = value(next_obs).squeeze(-1)
+                q_target = rewards[batch] + args.discount * not_done[batch] * next_v
+            q1, q2 = critic(obs, action)
+            critic_loss = (F.mse_loss(q1, q_target) + F.mse_loss(q2, q_target)) / 2
+            critic_optimizer.zero_grad()
+            critic_loss.backward()
+            critic_optimizer.step()
+            with torch.no_grad():
+                for param, target_param in zip(
+                    critic.parameters(), target_critic.parameters(), strict=True
+                ):
+                    target_param.lerp_(param, args.polyak)
 
-        # actor: advantage-weighted regression onto the dataset's chunk of actions from s
-        weights = torch.exp(args.beta * advantage.detach()).clamp(max=args.max_weight)
-        predicted = actor(obs)  # (batch, chunk_length, action_size)
-        target, mask = actions[rows[batch]], masks[batch].float()
-        squared_error = ((predicted[..., regressed] - target[..., regressed]) ** 2).sum(-1)
-        cross_entropy = torch.zeros_like(squared_error)
-        if args.binary_gripper:
-            closed = (target[..., -1] > 0).float()
-            cross_entropy = F.binary_cross_entropy_with_logits(
-                predicted[..., -1], closed, reduction="none"
+            # actor: advantage-weighted regression onto the dataset's chunk of actions from s
+            weights = torch.exp(args.beta * advantage.detach()).clamp(max=args.max_weight)
+            predicted = actor(obs)  # (batch, chunk_length, action_size)
+            target, mask = actions[rows[batch]], masks[batch].float()
+            squared_error = ((predicted[..., regressed] - target[..., regressed]) ** 2).sum(-1)
+            cross_entropy = torch.zeros_like(squared_error)
+            if args.binary_gripper:
+                closed = (target[..., -1] > 0).float()
+                cross_entropy = F.binary_cross_entropy_with_logits(
+                    predicted[..., -1], closed, reduction="none"
+                )
+            valid = mask.sum()
+            actor_loss = (weights[:, None] * (squared_error + cross_entropy) * mask).sum() / valid
+            continuous_loss = (squared_error.detach() * mask).sum() / valid  # logged, unweighted
+            gripper_loss = (cross_entropy.detach() * mask).sum() / valid
+            actor_optimizer.zero_grad()
+            actor_loss.backward()
+            actor_optimizer.step()
+            actor_schedule.step()
+
+            if update % args.log_every == 0 or update == args.num_updates:
+                losses = {
+                    "value_loss": value_loss.item(),
+                    "critic_loss": critic_loss.item(),
+                    "actor_loss": actor_loss.item(),
+                    "continuous_loss": continuous_loss.item(),
+                    "gripper_loss": gripper_loss.item(),
+                }
+                for name, loss in losses.items():
+                    writer.add_scalar(f"losses/{name}", loss, update)
+                writer.add_scalar("values/q", q1.mean().item(), update)
+                writer.add_scalar("values/v", v.mean().item(), update)
+                writer.add_scalar("values/advantage", advantage.mean().item(), update)
+                writer.add_scalar("values/weight", weights.mean().item(), update)
+                clipped = (weights >= args.max_weight).float().mean().item()
+                writer.add_scalar("values/weight_clipped_fraction", clipped, update)
+                writer.add_scalar("charts/actor_lr", actor_schedule.get_last_lr()[0], update)
+                elapsed = time.perf_counter() - start - run.eval_seconds
+                writer.add_scalar("charts/updates_per_s", update / elapsed, update)
+            run.print_progress(
+                update, start, {"value": value_loss, "critic": critic_loss, "actor": actor_loss}
             )
-        valid = mask.sum()
-        actor_loss = (weights[:, None] * (squared_error + cross_entropy) * mask).sum() / valid
-        continuous_loss = (squared_error.detach() * mask).sum() / valid  # logged, unweighted
-        gripper_loss = (cross_entropy.detach() * mask).sum() / valid
-        actor_optimizer.zero_grad()
-        actor_loss.backward()
-        actor_optimizer.step()
-        actor_schedule.step()
-
-        if update % args.log_every == 0 or update == args.num_updates:
-            losses = {
-                "value_loss": value_loss.item(),
-                "critic_loss": critic_loss.item(),
-                "actor_loss": actor_loss.item(),
-                "continuous_loss": continuous_loss.item(),
-                "gripper_loss": gripper_loss.item(),
-            }
-            for name, loss in losses.items():
-                writer.add_scalar(f"losses/{name}", loss, update)
-            writer.add_scalar("values/q", q1.mean().item(), update)
-            writer.add_scalar("values/v", v.mean().item(), update)
-            writer.add_scalar("values/advantage", advantage.mean().item(), update)
-            writer.add_scalar("values/weight", weights.mean().item(), update)
-            clipped = (weights >= args.max_weight).float().mean().item()
-            writer.add_scalar("values/weight_clipped_fraction", clipped, update)
-            writer.add_scalar("charts/actor_lr", actor_schedule.get_last_lr()[0], update)
-            elapsed = time.perf_counter() - start - run.eval_seconds
-            writer.add_scalar("charts/updates_per_s", update / elapsed, update)
-        run.print_progress(
-            update, start, {"value": value_loss, "critic": critic_loss, "actor": actor_loss}
-        )
-        if (args.eval_every > 0 and update % args.eval_every == 0) or update == args.num_updates:
-            report = run.evaluate(actor, normalizer, update)
-            print(
-                f"update {update}: value {value_loss.item():.4f}, critic "
-                f"{critic_loss.item():.4f}, actor {actor_loss.item():.4f} (continuous "
-                f"{continuous_loss.item():.4f}, gripper {gripper_loss.item():.4f}), "
-                f"eval success {report.success_rate:.2f}"
-            )
-    train_time = time.perf_counter() - start - run.eval_seconds
-    checkpoint_extra = {"critic": critic.cpu().state_dict(), "value": value.cpu().state_dict()}
-    return run.finish(actor, normalizer, report, losses, train_time, checkpoint_extra)
+            if run.evaluation_due(update):
+                report = run.evaluate(actor, normalizer, update, critics(critic, value))
+                print(
+                    f"update {update}: value {value_loss.item():.4f}, critic "
+                    f"{critic_loss.item():.4f}, actor {actor_loss.item():.4f} (continuous "
+                    f"{continuous_loss.item():.4f}, gripper {gripper_loss.item():.4f}), "
+                    f"eval success {report.success_rate:.2f}"
+                )
+        train_time = time.perf_counter() - start - run.eval_seconds
+        return run.finish(actor, normalizer, report, losses, train_time, critics(critic, value))
+    except KeyboardInterrupt:
+        run.interrupted(update)
+        raise
 
 
 if __name__ == "__main__":

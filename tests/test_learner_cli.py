@@ -249,3 +249,46 @@ def test_ctrl_c_on_the_command_line_is_a_line_and_exit_130(
         pytest.fail("Ctrl-C left run_cli as a KeyboardInterrupt (a traceback)")
     assert exit_.value.code == 130
     assert capsys.readouterr().err == "python -m gameon.baselines.ppo: interrupted\n"
+
+
+@pytest.mark.parametrize("module", ["bc", "iql"])
+def test_ctrl_c_of_an_offline_learner_says_what_it_kept_and_its_folder_is_not_reused(
+    module: str,
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As PPO and SAC: the learner's line on what its folder keeps (its last evaluation's
+    checkpoint.pt and eval.json), then `PROG: interrupted` and exit 130; the folder holds a run
+    now, so the same command is refused and leaves it as it was."""
+    learner = bc if module == "bc" else iql
+    check = iql.check_args if module == "iql" else common.check_offline_args
+    prog = f"python -m gameon.baselines.{module}"
+    progress = common.OfflineRun.print_progress
+
+    def interrupted_in_update_3(run: common.OfflineRun, update: int, *rest: object) -> None:
+        if update == 3:
+            raise KeyboardInterrupt
+        progress(run, update, *rest)
+
+    monkeypatch.setattr(common.OfflineRun, "print_progress", interrupted_in_update_3)
+    run_dir = tmp_path / "run"
+    arguments = ["--dataset-id", FAILED, "--datasets-path", str(root), "--run-dir", str(run_dir)]
+    budget = ["--num-updates", "4", "--eval-every", "2", "--eval-episodes-per-skill", "1"]
+    monkeypatch.setattr(sys, "argv", [module, *arguments, *budget, "--hidden", "16"])
+    with pytest.raises(SystemExit) as exit_:
+        common.run_cli(learner.train, learner.Args, prog, check)
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == (
+        f"interrupted at update 3 of 4: {run_dir} keeps its TensorBoard logs and the "
+        "checkpoint.pt and eval.json of the evaluation at update 2, but no summary.json; a run "
+        f"does not resume, so start it again with a new --run-dir\n{prog}: interrupted\n"
+    )
+    kept = {path.name: path.read_bytes() for path in run_dir.iterdir()}
+    with pytest.raises(SystemExit) as exit_:
+        common.run_cli(learner.train, learner.Args, prog, check)
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert f"run_dir {run_dir} holds a run already (checkpoint.pt, eval.json)" in error
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir()} == kept

@@ -22,9 +22,9 @@ from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E4
     EventAccumulator,
 )
 
-from gameon.baselines import bc, datasets, iql  # noqa: E402
+from gameon.baselines import bc, common, datasets, iql  # noqa: E402
 from gameon.envs import language  # noqa: E402
-from gameon.policy import flat_size, load_policy  # noqa: E402
+from gameon.policy import flat_size, load_checkpoint, load_policy  # noqa: E402
 
 REACH = "gameon/reach-tiny-v0"
 LIFT = "gameon/lift-mixed-v0"
@@ -321,6 +321,10 @@ def test_tiny_bc_run_writes_logs_checkpoint_eval_and_video(root: Path, tmp_path:
     summary = bc.train(args)
     check_run(summary, "bc", "GameOn/Reach-v0")
     assert [e["update"] for e in summary["evals"]] == [150, 300]
+    _, _, checkpoint = load_checkpoint(tmp_path / "bc" / "checkpoint.pt")
+    assert checkpoint["extra"] == {"dataset_id": REACH, "num_updates": 300}, "not update 150's"
+    evaluation = json.loads((tmp_path / "bc" / "eval.json").read_text())
+    assert {**evaluation, "update": 300} == summary["eval"]
     assert summary["videos"] and all(Path(v).stat().st_size > 0 for v in summary["videos"])
 
 
@@ -397,6 +401,62 @@ def test_evaluations_are_logged_under_the_tags_of_the_online_learners(
     logged = logged_steps(tmp_path / "run")
     evaluations = {tag: steps for tag, steps in logged.items() if tag.startswith("eval/")}
     assert evaluations == {"eval/success_rate": [2, 4], "eval/success_rate_reach": [2, 4]}
+
+
+def interrupt_in_update(monkeypatch: pytest.MonkeyPatch, stop: int) -> None:
+    """Make Ctrl-C arrive in update `stop` of every offline run, once its losses are logged."""
+    progress = common.OfflineRun.print_progress
+
+    def interrupted(run: common.OfflineRun, update: int, *rest: object) -> None:
+        if update == stop:
+            raise KeyboardInterrupt
+        progress(run, update, *rest)
+
+    monkeypatch.setattr(common.OfflineRun, "print_progress", interrupted)
+
+
+@pytest.mark.parametrize("learner", [bc, iql])
+def test_ctrl_c_keeps_the_last_evaluation_s_checkpoint_and_eval_and_says_so(
+    learner,
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C in update 5 of 8, evaluating every 2: the folder keeps its closed logs (every point
+    up to then) and update 4's checkpoint.pt, as a finished run's plus the update, and eval.json.
+    BC and IQL wrote their checkpoint only at the end: an interrupted run kept nothing usable."""
+    settings = {"num_updates": 8, "eval_every": 2, "log_every": 1}
+    interrupt_in_update(monkeypatch, 5)
+    run_dir = tmp_path / "stopped"
+    with pytest.raises(KeyboardInterrupt):
+        learner.train(tiny_args(learner, root, run_dir, **settings))
+    assert capsys.readouterr().err == (
+        f"interrupted at update 5 of 8: {run_dir} keeps its TensorBoard logs and the "
+        "checkpoint.pt and eval.json of the evaluation at update 4, but no summary.json; a run "
+        "does not resume, so start it again with a new --run-dir\n"
+    )
+    assert sorted(path.name.split(".")[0] for path in run_dir.iterdir()) == [
+        "checkpoint",
+        "eval",
+        "events",
+    ]
+    logged = logged_steps(run_dir)
+    assert logged["losses/actor_loss"] == [1, 2, 3, 4, 5]
+    assert logged["eval/success_rate"] == [2, 4]
+    evaluation = json.loads((run_dir / "eval.json").read_text())
+    assert evaluation["env_id"] == "GameOn/Reach-v0"
+    assert evaluation["per_skill"]["reach"]["episodes"] == 1
+    load_policy(run_dir / "checkpoint.pt")
+    _, _, stopped = load_checkpoint(run_dir / "checkpoint.pt")
+    assert stopped["extra"]["update"] == 4
+
+    monkeypatch.undo()
+    summary = learner.train(tiny_args(learner, root, tmp_path / "finished", **settings))
+    _, _, finished = load_checkpoint(summary["checkpoint"])
+    assert set(stopped) == set(finished)
+    assert set(stopped["extra"]) == {*finished["extra"], "update"}
+    assert finished["extra"]["num_updates"] == 8 and "update" not in finished["extra"]
 
 
 def test_expectile_loss_weights_errors_asymmetrically() -> None:
