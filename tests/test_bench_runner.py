@@ -451,6 +451,44 @@ def test_a_run_stopped_by_ctrl_c_is_reported_interrupted_and_a_rerun_runs_it(
     assert load_record(run_dir).run_id == run.run_id and not (run_dir / "error.txt").exists()
 
 
+def test_a_collect_run_whose_learner_was_stopped_after_an_evaluation_runs_again(
+    tmp_path, monkeypatch, capsys
+):
+    """A stopped BC or IQL keeps its last evaluation's checkpoint.pt and eval.json, and a learner
+    refuses a folder holding them; the collect loop removes the uncommitted policy folder as the
+    run starts again (the runner empties only an online run's folder), so the rerun finishes."""
+    from gameon.baselines import bc, common
+
+    spec = tmp_path / "collect.toml"
+    spec.write_text(COLLECT)
+    results = tmp_path / "results"
+    (run,) = expand(load_spec(spec, check=False))
+    run_dir = results / run.run_id
+    runs.prepare(run, run_dir)
+    train, progress = bc.train, common.OfflineRun.print_progress
+
+    def evaluating_every_10_updates(args):
+        args.eval_every = 10
+        return train(args)
+
+    def interrupted_in_update_11(offline_run, update, *rest):
+        if update == 11:
+            raise KeyboardInterrupt
+        progress(offline_run, update, *rest)
+
+    monkeypatch.setattr(bc, "train", evaluating_every_10_updates)
+    monkeypatch.setattr(common.OfflineRun, "print_progress", interrupted_in_update_11)
+    assert runs.main([str(run_dir)]) == 130
+    policy = run_dir / "policies" / "iter_0"
+    assert (policy / "checkpoint.pt").is_file() and (policy / "eval.json").is_file()
+    assert f"{policy} keeps its TensorBoard logs and the checkpoint.pt" in capsys.readouterr().err
+
+    monkeypatch.undo()
+    assert main(command(spec, results)) == 0
+    assert "1 runs done now, 0 finished before" in capsys.readouterr().out
+    assert load_record(run_dir).run_id == run.run_id and not (run_dir / "error.txt").exists()
+
+
 LONGER = ONLINE.replace("total_timesteps = 256", "total_timesteps = 1024")
 """Runs of a few seconds after their first checkpoint, long enough to be stopped in flight."""
 
