@@ -267,6 +267,10 @@ class DatasetInfo:
     gameon: dict[str, Any]
 
 
+EXISTING = ("append", "replace", "refuse")
+"""What `write_episodes` may do with a dataset already there."""
+
+
 def write_episodes(
     env: gym.Env,
     dataset_id: str,
@@ -283,11 +287,14 @@ def write_episodes(
     under a lock, so an interrupted write loses nothing and two writers never interleave.
     """
     check_dataset_id(dataset_id)
+    if existing not in EXISTING:
+        raise ValueError(f"unknown existing {existing!r}; accepted: {', '.join(EXISTING)}")
     if not episodes:
         raise ValueError("no episodes to record")
     root = root_folder(datasets_path)
     target = root / dataset_id
-    target.parent.mkdir(parents=True, exist_ok=True)
+    check_datasets_folder(target.parent)
+    check_not_a_file(target, dataset_id)
     with file_lock(target.with_name(f".{target.name}.lock"), timeout=None):
         _recover(target)
         if target.exists() and existing == "refuse":
@@ -410,6 +417,7 @@ def _ensure_namespace(dataset_id: str, root: Path) -> None:
 
 
 def _check_args(args: Args) -> None:
+    """ValueError for a setting `collect` cannot use, before it collects anything."""
     check_env_id(args.env_id)
     if args.env_id not in ENV_SKILLS:
         raise ValueError(f"{args.env_id} is not a GameOn stacking env: {', '.join(ENV_SKILLS)}")
@@ -421,6 +429,17 @@ def _check_args(args: Args) -> None:
     for noise in (args.noise, args.failed_noise, *args.noise_levels):
         if not (math.isfinite(noise) and noise >= 0):
             raise ValueError(f"noise levels must be finite numbers >= 0, got {noise}")
+    if args.seed < 0:
+        raise ValueError(f"seed must be >= 0, got {args.seed}")
+
+
+def check_not_a_file(target: Path, dataset_id: str) -> None:
+    """ValueError if a file stands where the dataset's folder goes (it could not be replaced)."""
+    if target.exists() and not target.is_dir():
+        raise ValueError(
+            f"{target} is a file, where dataset {dataset_id}'s folder goes; move it or choose "
+            "another dataset id"
+        )
 
 
 def check_datasets_folder(folder: Path) -> None:
@@ -488,6 +507,7 @@ def collect(args: Args) -> minari.MinariDataset:
     """Run the scripted experts over every skill of the env and write a Minari dataset."""
     _check_args(args)
     target = dataset_dir(args.dataset_id, args.datasets_path)
+    check_not_a_file(target, args.dataset_id)
     if target.exists() and not args.overwrite:
         raise FileExistsError(
             f"dataset {args.dataset_id} already exists at {target}; "
@@ -595,12 +615,19 @@ def collect(args: Args) -> minari.MinariDataset:
 def episode_records(dataset_id: str, datasets_path: str | Path | None = None) -> dict[int, dict]:
     """The per-episode records of `episodes.json`: episode id -> instruction, skill, noise...
 
-    ValueError, naming the dataset, if it is not there (checked creating nothing)."""
+    ValueError, naming the dataset or the file, if the dataset is not there or the file is
+    missing or damaged."""
     path = check_dataset_exists(dataset_id, datasets_path) / EPISODES_FILE
     if not path.is_file():
         raise ValueError(f"dataset {dataset_id} has no {EPISODES_FILE} at {path}")
-    episodes = json.loads(path.read_text())["episodes"]
-    return {int(key): value for key, value in episodes.items()}
+    try:
+        episodes = json.loads(path.read_text())["episodes"]
+        return {int(key): dict(value) for key, value in episodes.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(
+            f"{path} is not a readable record of dataset {dataset_id}'s episodes "
+            f"({type(error).__name__}: {error})"
+        ) from None
 
 
 def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineData:
@@ -731,12 +758,18 @@ def observation_normalizer(data: OfflineData) -> Normalizer:
 
 
 def main(args: Args) -> None:
-    """Command-line entry: collect, or exit 2 with a one-line error."""
+    """Command-line entry: collect, or exit 2 with a one-line error that names the options it is
+    about, as the learners' do (130 on Ctrl-C)."""
     try:
         collect(args)
     except (ValueError, FileExistsError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        from gameon.baselines.common import usage_message
+
+        print(f"{PROG}: error: {usage_message(error, Args)}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted (a dataset is written whole or not at all)", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

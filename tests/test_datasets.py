@@ -1,10 +1,13 @@
 """`gameon.baselines.datasets` on what a new user gets wrong: reading a path that is not there
-creates nothing and says what is missing, and a recovered env plays the dataset's rewards."""
+creates nothing, a recovered env plays the dataset's rewards, and bad input is one line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -95,3 +98,131 @@ def test_the_recovered_env_gives_the_dataset_s_rewards(root: Path, eval_env: boo
         rewards = [env.step(action)[1] for action in episode.actions]
         np.testing.assert_array_equal(rewards, episode.rewards)
     env.close()
+
+
+def test_a_damaged_episodes_file_is_a_value_error_naming_it(root: Path, tmp_path: Path) -> None:
+    """A broken episodes.json was json's error alone (or a KeyError), not naming the file."""
+    import shutil
+
+    shutil.copytree(datasets.dataset_dir(DENSE, root), tmp_path / DENSE)
+    sidecar = tmp_path / DENSE / datasets.EPISODES_FILE
+    for text, cause in (("{", "JSONDecodeError"), ("{}", "KeyError"), ("[]", "TypeError")):
+        sidecar.write_text(text)
+        with pytest.raises(ValueError) as error:
+            datasets.episode_records(DENSE, tmp_path)
+        message = str(error.value)
+        assert message.startswith(f"{sidecar} is not a readable record of dataset {DENSE}'s")
+        assert f"({cause}: " in message
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"seed": -1}, "seed must be >= 0, got -1"),
+        ({"overwrite": True}, "gameon/x-v0's folder goes; move it or choose another dataset id"),
+        ({"overwrite": False}, "gameon/x-v0's folder goes; move it or choose another dataset id"),
+    ],
+)
+def test_collect_refuses_before_it_collects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: dict, message: str
+) -> None:
+    """A negative seed was numpy's "expected non-negative integer"; a file where the dataset's
+    folder goes was a NotADirectoryError traceback with --overwrite, once every episode was
+    collected, and 'already exists' without it."""
+    (tmp_path / "gameon").mkdir()
+    (tmp_path / "gameon" / "x-v0").write_text("a file")
+
+    def must_not_run(*args: object) -> None:
+        raise AssertionError("collected before refusing")
+
+    monkeypatch.setattr(datasets, "run_episode", must_not_run)
+    args = datasets.Args(
+        env_id="GameOn/Reach-v0",
+        dataset_id="gameon/x-v0",
+        datasets_path=str(tmp_path),
+        episodes_per_skill=1,
+        progress=False,
+    )
+    for name, value in setting.items():
+        setattr(args, name, value)
+    with pytest.raises(ValueError, match=message):
+        datasets.collect(args)
+
+
+def test_write_episodes_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    """A file where the namespace folder goes was a FileExistsError, which the embodiment
+    reports as an existing dataset ('pass append=True'); a misspelt `existing` replaced the
+    dataset there, as "replace" does."""
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    (tmp_path / "gameon").write_text("a file")
+    env = gym.make("GameOn/Reach-v0")
+    episode = datasets.run_episode(env, "reach the red block", 1, "random", 0.0)
+    buffer = EpisodeBuffer(
+        id=0,
+        observations=episode["observations"],
+        actions=episode["actions"],
+        rewards=episode["rewards"],
+        terminations=episode["terminations"],
+        truncations=episode["truncations"],
+        infos={"success": episode["successes"]},
+    )
+    info = datasets.DatasetInfo("GameOn/Reach-v0", "x", "x", "x", "x", {})
+    episodes = [datasets.Episode(buffer, {}, {})]
+    with pytest.raises(ValueError, match=f"cannot write the dataset under {tmp_path / 'gameon'}"):
+        datasets.write_episodes(env, "gameon/x-v0", episodes, info, tmp_path)
+    with pytest.raises(ValueError, match="unknown existing 'apend'; accepted: append, replace, r"):
+        datasets.write_episodes(env, "x-v0", episodes, info, tmp_path, existing="apend")
+    assert tree(tmp_path) == ["gameon"]
+    env.close()
+
+
+def test_ctrl_c_on_the_command_line_is_a_line_and_exit_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a traceback: a line, and 130 as a shell reports SIGINT."""
+
+    def interrupted(args: datasets.Args) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(datasets, "collect", interrupted)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            datasets.main(datasets.Args())
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C left main as a KeyboardInterrupt (a traceback)")
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == (
+        f"{datasets.PROG}: interrupted (a dataset is written whole or not at all)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--dataset-id", "no version"], "malformed dataset id 'no version'; use (namespace/)"),
+        (["--env-id", "Nope-v0"], "unknown env id 'Nope-v0'"),
+        (
+            ["--episodes-per-skill", "0"],
+            "episodes_per_skill must be >= 1, got 0 (see --episodes-per-skill in",
+        ),
+        (["--datasets-path", "file"], "cannot write the dataset under "),
+        (["--seed", "-1"], "seed must be >= 0, got -1 (see --seed in --help)"),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2(
+    arguments: list[str], message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("a file, not a folder")
+    result = subprocess.run(
+        [sys.executable, "-m", "gameon.baselines.datasets", "--episodes-per-skill", "1"]
+        + arguments,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"{datasets.PROG}: error: {message}")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert tree(tmp_path) == ["file"]
