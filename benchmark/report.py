@@ -874,7 +874,10 @@ def write_plots(records: Sequence[RunRecord], out: Path) -> list[Path]:
         title = f"{protocol} / {env_id} / {learner}"
         paths.append(_plot_curves(by_label, title, out / f"curves_{slug}.png"))
         paths.append(_plot_final(by_label, title, out / f"final_{slug}.png"))
-        shares = {label: practised(runs) for label, runs in by_label.items()}
+        shares = {
+            f"{label} ({len(runs)} {'seed' if len(runs) == 1 else 'seeds'})": practised(runs)
+            for label, runs in by_label.items()
+        }
         if any(shares.values()):
             paths.append(_plot_practised(shares, title, out / f"practised_{slug}.png"))
     return paths
@@ -883,8 +886,9 @@ def write_plots(records: Sequence[RunRecord], out: Path) -> list[Path]:
 def _plot_practised(
     shares: dict[str, list[dict[str, float]] | None], title: str, path: Path
 ) -> Path:
-    """One panel per curriculum: the mean share of each skill among the tasks it chose, per
-    iteration, as stacked bars (whether a curriculum reacts to the learner shows here)."""
+    """One panel per curriculum (titled with its seed count): the mean share of each skill among
+    the tasks it chose, per iteration, as stacked bars (whether a curriculum reacts to the
+    learner shows here)."""
     import matplotlib.pyplot as plt
 
     labels = [label for label, value in shares.items() if value]

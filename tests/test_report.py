@@ -483,3 +483,20 @@ def test_the_report_says_what_its_iqm_is_with_few_seeds_and_how_bands_are_resamp
     assert "middle 50%" not in markdown
     assert "the plain mean of 1 to 3 seeds and the mean of the middle 3 of 5" in markdown
     assert "2000 resamples, seed 0; the curves' bands 500" in markdown
+
+
+def test_the_practised_plot_titles_each_panel_with_its_seed_count(tmp_path, monkeypatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda figure, path: figures.append(figure) or path)
+    records = []
+    for label, seeds in (("fixed", 1), ("lp", 3)):
+        for seed in range(seeds):
+            record = make_record(seed, FIXED[seed], label)
+            record.extra["iterations"] = [{"practised": {}}, {"practised": {"reach": 2}}]
+            records.append(record)
+    report.write_plots(records, tmp_path)
+    practised = figures[-1]
+    assert [axis.get_title() for axis in practised.axes] == ["fixed (1 seed)", "lp (3 seeds)"]
