@@ -31,8 +31,24 @@ ACTION_SIZE = 5
 """(vx, vy, vz, yaw rate, gripper) in [-1, 1]; gripper -1 is open, +1 closed."""
 _EXACT_ACTION_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 """Action arrays whose `tolist()` gives their float64 values as they are (no conversion needed)."""
+_ACTION_FORMS = f"{ACTION_SIZE} real numbers (a float array or a list)"
 SOFTWARE_RENDER_THREADS_VAR = "LP_NUM_THREADS"
 """Mesa llvmpipe's thread count, set to 0 only while this env creates its GL context."""
+
+
+def _real_action(action: Any) -> np.ndarray:
+    """An action given as a list, a scalar or an array of another dtype, as float64 values.
+
+    Complex numbers (numpy would drop their imaginary part with only a warning), text and
+    other objects are refused, naming the accepted forms; bools and integers are numbers.
+    """
+    try:
+        array = np.asarray(action)
+    except ValueError as error:  # a ragged nesting of sequences
+        raise ValueError(f"action must be {_ACTION_FORMS}; got {action!r} ({error})") from None
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"action must be {_ACTION_FORMS}; got {action!r} (dtype {array.dtype})")
+    return array.astype(np.float64)
 
 
 def _choice(name: str, value: str, accepted: Sequence[str]) -> str:
@@ -264,7 +280,7 @@ class StackingEnv(gym.Env):
         if self.instruction is None:
             raise RuntimeError("call reset() before step()")
         if type(action) is not np.ndarray or action.dtype not in _EXACT_ACTION_DTYPES:
-            action = np.asarray(action, dtype=np.float64)
+            action = _real_action(action)
         if action.shape != (ACTION_SIZE,):
             raise ValueError(
                 f"action must have shape ({ACTION_SIZE},) = (vx, vy, vz, yaw rate, gripper), "

@@ -439,8 +439,23 @@ def test_dense_reward_is_in_unit_interval_and_one_exactly_on_success(make_env):
         (np.array([0.0, np.nan, 0.0, 0.0, 0.0]), "finite"),
         (np.array([np.inf, 0.0, 0.0, 0.0, 0.0]), "finite"),
         (np.array([0.0, 0.0, 0.0, 0.0, -np.inf]), "finite"),
+        (np.array([0.5j, 0.0, 0.0, 0.0, 0.0]), "real numbers"),
+        ("0.1 0.0 0.0 0.0 1.0", "real numbers"),
+        ({"vx": 0.1}, "real numbers"),
+        ([0.0, [0.0, 1.0], 0.0, 0.0, 0.0], "real numbers"),
     ],
-    ids=["shape-4", "shape-2x5", "scalar", "nan", "inf", "-inf"],
+    ids=[
+        "shape-4",
+        "shape-2x5",
+        "scalar",
+        "nan",
+        "inf",
+        "-inf",
+        "complex",
+        "text",
+        "dict",
+        "ragged",
+    ],
 )
 def test_bad_action_raises_and_leaves_no_trace(make_env, action, expected):
     env, reference = make_env(), make_env()
