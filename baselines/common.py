@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import re
 import sys
 import time
 from collections import Counter, deque
@@ -37,6 +36,7 @@ from gameon.baselines.datasets import (
     observation_normalizer,
     write_json,
 )
+from gameon.baselines.usage import usage_message
 from gameon.envs.language import parse
 from gameon.envs.stacking_env import REWARD_MODES
 from gameon.evaluation import EvalReport, evaluate, evaluation_suite, format_table
@@ -870,16 +870,6 @@ def start_offline_run(algo: str, args: Any, success_only: bool = False) -> Offli
     return OfflineRun(
         algo, args, data, env_id, device, run_dir, writer, actor.to(device), normalizer
     )
-
-
-def usage_message(error: ValueError, args_type: type) -> str:
-    """A check's message on one line, closed by the options of the Args fields it names (its
-    words are field names such as total_timesteps; the option is --total-timesteps)."""
-    message = " ".join(str(error).split())
-    names = {item.name for item in dataclasses.fields(args_type)}
-    named = [word for word in dict.fromkeys(re.findall(r"\w+", message)) if word in names]
-    options = ", ".join(f"--{name.replace('_', '-')}" for name in named)
-    return f"{message} (see {options} in --help)" if named else f"{message} (see --help)"
 
 
 RUN_FILES = ("checkpoint.pt", "summary.json", "eval.json")

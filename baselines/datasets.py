@@ -56,6 +56,7 @@ from rich.progress import Progress
 
 import gameon
 from gameon.atomic import atomic_write, check_writable, file_lock
+from gameon.baselines.usage import usage_message
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.experts import make_expert
 from gameon.policy import Normalizer, check_env_id, flat_observation, flat_size
@@ -763,8 +764,6 @@ def main(args: Args) -> None:
     try:
         collect(args)
     except (ValueError, FileExistsError) as error:
-        from gameon.baselines.common import usage_message
-
         print(f"{PROG}: error: {usage_message(error, Args)}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
