@@ -228,6 +228,12 @@ def check_dataset_exists(dataset_id: str, datasets_path: str | Path | None = Non
         where = f"datasets_path {root} does not exist"
     elif not root.is_dir():
         where = f"datasets_path {root} is a file, not a folder"
+    elif (_old(root / dataset_id) / "data").is_dir():
+        where = (
+            f"an overwrite of it was interrupted and left the earlier version in "
+            f"{_old(root / dataset_id)}; rename that folder back to {root / dataset_id} (the next "
+            "write of this dataset does so first)"
+        )
     elif (root / dataset_id).exists():
         where = f"{root / dataset_id} holds no Minari data folder"
     else:

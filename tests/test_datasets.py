@@ -3,6 +3,7 @@ creates nothing, a recovered env plays the dataset's rewards, and bad input is o
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,21 @@ def test_a_dataset_folder_without_minari_data_is_no_dataset(tmp_path: Path) -> N
     assert str(error.value).startswith(
         f"no dataset gameon/empty-v0: {tmp_path}/gameon/empty-v0 holds no Minari data folder; "
     )
+
+
+def test_a_dataset_left_aside_by_an_interrupted_overwrite_is_said_to_be_there(
+    root: Path, tmp_path: Path
+) -> None:
+    """Between an overwrite's two renames the dataset sits in a hidden folder: a reader is told
+    where and how to put it back."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    folder = tmp_path / DENSE
+    folder.rename(folder.with_name(f".{folder.name}.old"))
+    with pytest.raises(ValueError, match="an overwrite of it was interrupted") as error:
+        datasets.load(DENSE, tmp_path)
+    assert f"rename that folder back to {folder}" in str(error.value)
+    folder.with_name(f".{folder.name}.old").rename(folder)
+    assert datasets.load(DENSE, tmp_path).size > 0
 
 
 @pytest.mark.parametrize("eval_env", [False, True])
