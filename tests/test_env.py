@@ -301,6 +301,14 @@ def test_multiskill_samples_several_skills(make_env):
     assert len(skills) >= 4
 
 
+def test_a_skill_listed_twice_is_sampled_twice_as_often(make_env):
+    env = make_env(MULTI, skills=["reach", "reach", "lift"])
+    env.reset(seed=0)
+    skills = [parse(env.reset()[1]["instruction"]).skill for _ in range(600)]
+    assert set(skills) == {"reach", "lift"}
+    assert 0.6 < skills.count("reach") / len(skills) < 0.73  # 2/3, binomial sd 0.019
+
+
 @pytest.mark.parametrize(
     ("env_id", "options", "expected"),
     [
