@@ -344,17 +344,6 @@ def evaluate_and_save(
     return report
 
 
-def evaluate_actor(
-    actor: Actor | ChunkedActor,
-    normalizer: Normalizer,
-    env_id: str,
-    episodes_per_skill: int,
-) -> EvalReport:
-    """Evaluate a CPU copy of an (offline learner's) actor on the shared suite."""
-    policy = make_policy(copy.deepcopy(actor).cpu().eval(), normalizer)
-    return evaluate(policy, env_id, episodes_per_skill=episodes_per_skill)
-
-
 def record_videos(policy: Policy, env_id: str, run_dir: Path) -> list[str]:
     """Write run_dir/videos/{skill}.mp4 per skill: the first episode of that skill in the suite."""
     paths = []
@@ -697,15 +686,17 @@ class OfflineRun:
         checkpoint_extra: dict[str, Any] | None = None,
     ) -> EvalReport:
         """Evaluate a CPU copy of the actor on the shared suite, timed and logged; before the last
-        update also write its checkpoint.pt (`checkpoint_extra` and the update in its extra) and
-        eval.json, so that an interrupted run keeps its latest evaluated policy (`finish` writes
-        the last update's)."""
+        update also write that copy's checkpoint.pt (`checkpoint_extra` and the update in its
+        extra) and eval.json, so that an interrupted run keeps its latest evaluated policy
+        (`finish` writes the last update's)."""
         start = time.perf_counter()
         args = self.args
-        report = evaluate_actor(actor, normalizer, self.env_id, args.eval_episodes_per_skill)
+        snapshot = copy.deepcopy(actor).cpu().eval()
+        policy = make_policy(snapshot, normalizer)
+        report = evaluate(policy, self.env_id, episodes_per_skill=args.eval_episodes_per_skill)
         if update < args.num_updates:
             extra = {"update": update, **(checkpoint_extra or {})}
-            self.save(copy.deepcopy(actor).cpu(), normalizer, report.to_dict(), update, extra)
+            self.save(snapshot, normalizer, report.to_dict(), update, extra)
         self.eval_seconds += time.perf_counter() - start
         log_evaluation(self.writer, report, update)
         self.evaluations.append(report.curve_point(update=update))
