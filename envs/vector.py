@@ -91,7 +91,7 @@ def make_vec(
             f"vectorization_mode (got {kwargs['vectorization_mode']!r}); for gymnasium's sync or "
             "async vector envs call gym.make_vec(env_id, num_envs, vectorization_mode=...)"
         )
-    if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+    if not _is_whole(num_envs) or num_envs < 1:
         raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
     if wrappers is not None and (
         callable(wrappers)
@@ -282,8 +282,7 @@ class SharedMemoryVectorEnv(VectorEnv):
             raise ValueError("a vector env needs at least one env")
         if workers is None:
             workers = min(self.num_envs, _cpu_count())
-        whole = isinstance(workers, numbers.Integral) and not isinstance(workers, bool)
-        if not whole or not 1 <= workers <= self.num_envs:
+        if not _is_whole(workers) or not 1 <= workers <= self.num_envs:
             raise ValueError(
                 f"workers must be a whole number from 1 to num_envs={self.num_envs}, "
                 f"got {workers!r}"
@@ -681,6 +680,11 @@ def check_shared_space(space: gym.Space, where: str) -> None:
             "Tuple); use gymnasium's vector envs: gym.make_vec(env_id, num_envs, "
             "vectorization_mode='sync' or 'async')"
         )
+
+
+def _is_whole(value: Any) -> bool:
+    """An integer, numpy's included, but not a bool (a count given as True is a mistake)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _cpu_count() -> int:
