@@ -62,6 +62,19 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+_SEED_FORMS = "None or a whole number >= 0 (a Python or NumPy integer, not a bool)"
+
+
+def _seed(seed: Any) -> int | None:
+    """The seed as the Python int gymnasium's reset takes: NumPy integers, as a seed array or
+    np.random gives them, are accepted; anything else is refused naming the accepted forms."""
+    if seed is None:
+        return None
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"seed must be {_SEED_FORMS}, got {seed!r}")
+    return int(seed)
+
+
 def _is_ordered(value: Any) -> bool:
     """A list or tuple (any non-text Sequence): a set would order the blocks or skills by string
     hashes, which differ from process to process, and a generator would leave env.spec unusable."""
@@ -218,7 +231,7 @@ class StackingEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        super().reset(seed=seed)
+        super().reset(seed=_seed(seed))
         if options is None:
             options = {}
         if not isinstance(options, Mapping):

@@ -543,6 +543,32 @@ def test_a_copied_env_continues_exactly_as_the_original(make_env, how):
         copied.close()
 
 
+@pytest.mark.parametrize("seed", [np.int64(7), np.uint8(7), np.arange(10)[7]])
+def test_a_numpy_integer_seed_seeds_as_the_same_int_does(make_env, seed):
+    """Seeds drawn with np.random or taken from a seed array are NumPy integers."""
+    env, reference = make_env(MULTI), make_env(MULTI)
+    obs, info = env.reset(seed=seed)
+    expected_obs, expected_info = reference.reset(seed=7)
+    assert_same_obs(obs, expected_obs)
+    assert info == expected_info
+    assert type(env.unwrapped.np_random_seed) is int and env.unwrapped.np_random_seed == 7
+
+
+@pytest.mark.parametrize(
+    "seed", [True, np.bool_(False), 1.0, np.float64(2.0), -1, np.int64(-1), "1"]
+)
+def test_a_seed_that_is_not_a_whole_number_from_zero_is_refused_naming_the_accepted_forms(
+    make_env, seed
+):
+    env = make_env()
+    with pytest.raises(ValueError) as excinfo:
+        env.reset(seed=seed)
+    assert str(excinfo.value) == (
+        "seed must be None or a whole number >= 0 (a Python or NumPy integer, not a bool), "
+        f"got {seed!r}"
+    )
+
+
 def test_different_seeds_give_different_layouts(make_env):
     env = make_env(STACK)
     layouts = [scene_of(env, env.reset(seed=seed)[0]).block_pos for seed in range(5)]
