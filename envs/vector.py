@@ -15,8 +15,10 @@ Semantics are SyncVectorEnv's for the same env factories, seeds and actions, in 
 observations, rewards, terminations, truncations and infos are equal, bit for bit, and
 `reset(seed=..., options=...)` with `options["reset_mask"]`, `call`, `get_attr`, `set_attr` and
 `render` behave the same. Differences: actions are cast to the action space's dtype before the
-envs see them; an exception in a worker is raised again in the parent with the worker's traceback
-as its cause; a worker that dies raises `WorkerError` and closes the vector env.
+envs see them; seeds may be NumPy integers, and one seed for all envs must be a whole number
+>= 0, checked before any env resets; an exception in a worker is raised again in the parent with
+the worker's traceback as its cause; a worker that dies raises `WorkerError` and closes the vector
+env.
 
 Supported spaces: Box, Discrete, MultiDiscrete, MultiBinary and Dict or Tuple of those; an env
 with another (e.g. Text) is refused when the vector env is made, before any worker starts.
@@ -34,7 +36,7 @@ import pickle
 import signal
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
@@ -384,12 +386,7 @@ class SharedMemoryVectorEnv(VectorEnv):
     ) -> tuple[Batch, dict[str, Any]]:
         """Reset every sub-env, or those in `options["reset_mask"]`, with `options`."""
         self._check_open()
-        if seed is None:
-            seeds = [None] * self.num_envs
-        elif isinstance(seed, int):
-            seeds = [seed + i for i in range(self.num_envs)]
-        else:
-            seeds = list(seed)
+        seeds = _seeds(seed, self.num_envs)
         if len(seeds) != self.num_envs:
             raise ValueError(
                 f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
@@ -685,6 +682,25 @@ def check_shared_space(space: gym.Space, where: str) -> None:
 def _is_whole(value: Any) -> bool:
     """An integer, numpy's included, but not a bool (a count given as True is a mistake)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _seeds(seed: Any, num_envs: int) -> list[Any]:
+    """Each env's seed, NumPy integers made Python ints (gymnasium's reset takes only those).
+
+    One number seeds env i with seed + i and must be a whole number >= 0, checked before any env
+    resets (a bool is a mistake); a list's entries go to their envs as given, so one that its env
+    refuses fails there alone, as in SyncVectorEnv.
+    """
+    if seed is None:
+        return [None] * num_envs
+    if _is_whole(seed) and seed >= 0:
+        return [int(seed) + i for i in range(num_envs)]
+    if isinstance(seed, numbers.Number | str | bytes) or not isinstance(seed, Iterable):
+        raise ValueError(
+            "seed must be None, a whole number >= 0 (a Python or NumPy integer, not a bool: env "
+            f"i gets seed + i) or a list of num_envs={num_envs} such seeds or None, got {seed!r}"
+        )
+    return [int(entry) if _is_whole(entry) else entry for entry in seed]
 
 
 def _cpu_count() -> int:

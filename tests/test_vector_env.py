@@ -493,6 +493,34 @@ def test_its_spec_makes_the_same_envs_again() -> None:
     assert [row.tolist() for row in truncations] == [[False, False]] * 2 + [[True, True]]
 
 
+@pytest.mark.parametrize(
+    "seed", [np.int64(3), [np.int64(3), 4, np.uint8(5)], np.arange(3, 6)], ids=repr
+)
+@pytest.mark.parametrize("env_id", [ENV_ID, "CartPole-v1"])
+def test_numpy_integer_seeds_seed_as_the_same_ints_do(env_id: str, seed: Any) -> None:
+    """Seeds drawn with np.random or taken from a seed array are NumPy integers; gymnasium's own
+    envs take only Python ints."""
+    with make_vec(env_id, 3, workers=2, vector_kwargs={"context": "fork"}) as envs:
+        expected = envs.reset(seed=3)
+        assert_same(envs.reset(seed=seed), expected, "reset")
+        assert envs.np_random_seed == (3, 4, 5)
+
+
+@pytest.mark.parametrize("seed", [True, np.bool_(True), 1.0, -1, np.int64(-1), "3"], ids=repr)
+def test_one_seed_that_is_not_a_whole_number_from_zero_is_refused_before_any_env_resets(
+    seed: Any,
+) -> None:
+    with make_vec(ENV_ID, 2, workers=2, vector_kwargs={"context": "fork"}) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(ValueError) as excinfo:
+            envs.reset(seed=seed)
+        assert str(excinfo.value) == (
+            "seed must be None, a whole number >= 0 (a Python or NumPy integer, not a bool: env i "
+            f"gets seed + i) or a list of num_envs=2 such seeds or None, got {seed!r}"
+        )
+        assert envs.np_random_seed == (0, 1)
+
+
 def test_after_a_reset_that_fails_in_one_slice_the_infos_are_sync_s() -> None:
     """The slices that did reset report their new episode's info, as SyncVectorEnv does."""
     reach = "GameOn/Reach-v0"
@@ -503,7 +531,7 @@ def test_after_a_reset_that_fails_in_one_slice_the_infos_are_sync_s() -> None:
         with closing(envs):
             envs.reset(seed=[0, 1], options={"instruction": "reach the red block"})
             envs.step(np.zeros((2, 5), np.float32))
-            with pytest.raises(gym.error.Error, match="Seed must be"):
+            with pytest.raises(ValueError, match="seed must be None or a whole number >= 0"):
                 envs.reset(seed=[0, -1], options={"instruction": "reach the blue block"})
             infos.append(envs.step(np.zeros((2, 5), np.float32))[-1]["instruction"].tolist())
     assert infos[0] == infos[1]
