@@ -17,8 +17,8 @@ predictions of the last chunk_length chunks for the current step (temporal ensem
 Evaluates on the dataset's env with the shared suite (`gameon.evaluation`) and writes, under
 `run_dir`: TensorBoard logs, `checkpoint.pt`, `eval.json`, `summary.json` and, with
 `--capture-video`, one evaluation MP4 per skill in `videos/`. Each evaluation of `--eval-every`
-writes `checkpoint.pt` (its update in the extra) and `eval.json` too, so that a run stopped by
-Ctrl-C keeps the last one; a run does not resume.
+writes `checkpoint.pt` (its update in the extra) and `eval.json` (its `update` field, as the
+final one's) too, so that a run stopped by Ctrl-C keeps the last one; a run does not resume.
 """
 
 from __future__ import annotations

@@ -687,8 +687,8 @@ class OfflineRun:
     ) -> EvalReport:
         """Evaluate a CPU copy of the actor on the shared suite, timed and logged; before the last
         update also write that copy's checkpoint.pt (`checkpoint_extra` and the update in its
-        extra) and eval.json, so that an interrupted run keeps its latest evaluated policy
-        (`finish` writes the last update's)."""
+        extra) and eval.json (with the update), so that an interrupted run keeps its latest
+        evaluated policy (`finish` writes the last update's)."""
         start = time.perf_counter()
         args = self.args
         snapshot = copy.deepcopy(actor).cpu().eval()
@@ -696,7 +696,7 @@ class OfflineRun:
         report = evaluate(policy, self.env_id, episodes_per_skill=args.eval_episodes_per_skill)
         if update < args.num_updates:
             extra = {"update": update, **(checkpoint_extra or {})}
-            self.save(snapshot, normalizer, report.to_dict(), update, extra)
+            self.save(snapshot, normalizer, report, update, extra)
         self.eval_seconds += time.perf_counter() - start
         log_evaluation(self.writer, report, update)
         self.evaluations.append(report.curve_point(update=update))
@@ -706,14 +706,16 @@ class OfflineRun:
         self,
         actor: ChunkedActor,
         normalizer: Normalizer | None,
-        evaluation: dict,
+        report: EvalReport,
         update: int,
         extra: dict[str, Any],
-    ) -> Path:
+    ) -> dict:
         """Write checkpoint.pt (the CPU `actor`; `extra` after the dataset and the budget) and
-        eval.json, each atomically; return the checkpoint's path."""
+        eval.json (the report and its `update`, as the online learners' has its global_step),
+        each atomically; return that eval.json record."""
         args = self.args
-        checkpoint = save_checkpoint(
+        evaluation = {**report.to_dict(), "update": update}
+        save_checkpoint(
             self.run_dir / "checkpoint.pt",
             self.algo,
             self.env_id,
@@ -724,7 +726,7 @@ class OfflineRun:
         )
         write_json(self.run_dir / "eval.json", evaluation)
         self.saved_update = update
-        return checkpoint
+        return evaluation
 
     def interrupted(self, update: int) -> None:
         """After Ctrl-C: close the TensorBoard logs (so they keep every point up to the
@@ -773,8 +775,7 @@ class OfflineRun:
         entries)."""
         args, data = self.args, self.data
         actor = actor.cpu().eval()
-        evaluation = report.to_dict()
-        checkpoint = self.save(actor, normalizer, evaluation, args.num_updates, checkpoint_extra)
+        evaluation = self.save(actor, normalizer, report, args.num_updates, checkpoint_extra)
         videos = []
         if args.capture_video:
             videos = record_videos(make_policy(actor, normalizer), self.env_id, self.run_dir)
@@ -798,9 +799,9 @@ class OfflineRun:
             "updates_per_s": args.num_updates / train_seconds,
             "train_seconds": train_seconds,
             "eval_seconds": self.eval_seconds,
-            "eval": {**evaluation, "update": args.num_updates},
+            "eval": evaluation,
             "evals": self.evaluations,
-            "checkpoint": str(checkpoint),
+            "checkpoint": str(self.run_dir / "checkpoint.pt"),
             "videos": videos,
             "args": dataclasses.asdict(args),
         }

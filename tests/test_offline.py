@@ -324,7 +324,7 @@ def test_tiny_bc_run_writes_logs_checkpoint_eval_and_video(root: Path, tmp_path:
     _, _, checkpoint = load_checkpoint(tmp_path / "bc" / "checkpoint.pt")
     assert checkpoint["extra"] == {"dataset_id": REACH, "num_updates": 300}, "not update 150's"
     evaluation = json.loads((tmp_path / "bc" / "eval.json").read_text())
-    assert {**evaluation, "update": 300} == summary["eval"]
+    assert evaluation == summary["eval"] and evaluation["update"] == 300, "as mid-run ones"
     assert summary["videos"] and all(Path(v).stat().st_size > 0 for v in summary["videos"])
 
 
@@ -424,8 +424,9 @@ def test_ctrl_c_keeps_the_last_evaluation_s_checkpoint_and_eval_and_says_so(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Ctrl-C in update 5 of 8, evaluating every 2: the folder keeps its closed logs (every point
-    up to then) and update 4's checkpoint.pt, as a finished run's plus the update, and eval.json.
-    BC and IQL wrote their checkpoint only at the end: an interrupted run kept nothing usable."""
+    up to then) and update 4's checkpoint.pt, as a finished run's plus the update, and eval.json
+    with its update (a finished run's has its last). BC and IQL wrote their checkpoint only at
+    the end: an interrupted run kept nothing usable."""
     settings = {"num_updates": 8, "eval_every": 2, "log_every": 1}
     interrupt_in_update(monkeypatch, 5)
     run_dir = tmp_path / "stopped"
@@ -445,7 +446,7 @@ def test_ctrl_c_keeps_the_last_evaluation_s_checkpoint_and_eval_and_says_so(
     assert logged["losses/actor_loss"] == [1, 2, 3, 4, 5]
     assert logged["eval/success_rate"] == [2, 4]
     evaluation = json.loads((run_dir / "eval.json").read_text())
-    assert evaluation["env_id"] == "GameOn/Reach-v0"
+    assert evaluation["env_id"] == "GameOn/Reach-v0" and evaluation["update"] == 4
     assert evaluation["per_skill"]["reach"]["episodes"] == 1
     load_policy(run_dir / "checkpoint.pt")
     _, _, stopped = load_checkpoint(run_dir / "checkpoint.pt")
