@@ -26,7 +26,9 @@ Minari's `DataCollector` needs jax to buffer steps, so episodes are buffered as 
 written by `write_episodes` (with `minari.create_dataset_from_buffers`) once collected: the seed
 datasets here and the experimenter's embodiment alike. A new version of a dataset is built in a
 hidden staging folder beside it and swapped in with renames under a lock, so an interrupted write
-loses nothing and two writers never interleave.
+loses nothing and two writers never interleave. Episodes are appended to a dataset only if they
+were played with its env spec's env id, step limit and kwargs and in its spaces; a dataset
+written before its eval env spec carried the kwargs gets them on its next append.
 Nothing is ever downloaded: loading uses `minari.load_dataset(..., download=False)`.
 """
 
@@ -289,9 +291,11 @@ def write_episodes(
     """Write episodes to a dataset (created if missing) and return its folder.
 
     `existing` says what happens to a dataset already there: its episodes are kept and these
-    follow them (append), it is replaced (replace), or a FileExistsError is raised (refuse). The
-    new version is built in a hidden staging folder beside the dataset and swapped in with renames
-    under a lock, so an interrupted write loses nothing and two writers never interleave.
+    follow them (append; a ValueError, before anything is copied, if `env`'s settings or spaces
+    differ from the dataset's), it is replaced (replace), or a FileExistsError is raised
+    (refuse). The new version is built in a hidden staging folder beside the dataset and swapped
+    in with renames under a lock, so an interrupted write loses nothing and two writers never
+    interleave.
     """
     check_dataset_id(dataset_id)
     if existing not in EXISTING:
@@ -314,6 +318,7 @@ def write_episodes(
         try:
             new = stage / dataset_id
             if target.exists() and existing == "append":
+                _check_appendable(env, target, dataset_id)
                 shutil.copytree(target, new)
                 _append(env, new, episodes, info.env_id)
             else:
@@ -348,14 +353,64 @@ def _create(
     _write_records(stage / dataset_id, dataset.storage, 0, episodes, {}, info.env_id)
 
 
-def _append(env: gym.Env, folder: Path, episodes: Sequence[Episode], env_id: str) -> None:
-    """Add episodes to the copy of a dataset in `folder`, after the ones it has."""
-    storage = MinariStorage.read(folder / "data")
-    if storage.observation_space != env.observation_space:
+NOT_GIVEN = "not given (the env's default)"
+"""How a refused append names an env kwarg that one side's spec does not record."""
+
+
+def _env_settings(spec_json: str | None) -> dict[str, Any]:
+    """What a JSON env spec says about how its episodes were played: env id, step limit, kwargs."""
+    if spec_json is None:
+        return {}
+    spec = json.loads(spec_json)
+    return {"env_id": spec["id"], "max_episode_steps": spec["max_episode_steps"], **spec["kwargs"]}
+
+
+def _difference(name: str, old: dict[str, Any], new: dict[str, Any]) -> str:
+    """One setting that differs, as a refused append names it: the dataset's value (`old`), then
+    these episodes' (`new`)."""
+    there = f"{name}={old[name]!r}" if name in old else f"{name} {NOT_GIVEN}"
+    here = repr(new[name]) if name in new else NOT_GIVEN
+    return f"{there} there, {here} here"
+
+
+def _check_appendable(env: gym.Env, target: Path, dataset_id: str) -> None:
+    """ValueError, before anything is copied, unless `env`'s episodes mean what the dataset's do:
+    its env spec's env id, step limit and kwargs (e.g. `reward_mode`), and its spaces."""
+    try:
+        metadata = MinariStorage.read_raw_metadata(target / "data")
+        storage = MinariStorage.read(target / "data")
+        old = _env_settings(metadata.get("env_spec"))
+    except UNREADABLE as error:
         raise ValueError(
-            f"{folder.name}: its observations ({storage.observation_space}) differ from "
-            f"this env's ({env.observation_space}); record into another dataset"
-        )
+            f"cannot append to dataset {dataset_id}: {target} is not a readable Minari dataset "
+            f"({type(error).__name__}: {error})"
+        ) from None
+    new = _env_settings(env.spec.to_json() if env.spec is not None else None)
+    differences = [
+        _difference(name, old, new)
+        for name in {**old, **new}
+        if name not in old or name not in new or old[name] != new[name]
+    ]
+    if differences:
+        what = f"other env settings than these ({'; '.join(differences)})"
+    elif storage.observation_space != env.observation_space:
+        what = f"observations {storage.observation_space}, not {env.observation_space}"
+    elif storage.action_space != env.action_space:
+        what = f"actions {storage.action_space}, not {env.action_space}"
+    else:
+        return
+    raise ValueError(
+        f"cannot append to dataset {dataset_id} at {target}: its episodes were played with "
+        f"{what}; one dataset would hold episodes that mean different things: write these "
+        "episodes to a new dataset id, or replace the dataset (existing='replace', or collect's "
+        "--overwrite)"
+    )
+
+
+def _append(env: gym.Env, folder: Path, episodes: Sequence[Episode], env_id: str) -> None:
+    """Add episodes to the copy of a dataset in `folder`, after the ones it has (checked by
+    `_check_appendable` to be played with the same env settings)."""
+    storage = MinariStorage.read(folder / "data")
     first = storage.total_episodes
     sidecar = folder / EPISODES_FILE
     existing = json.loads(sidecar.read_text())["episodes"] if sidecar.is_file() else {}
@@ -366,7 +421,22 @@ def _append(env: gym.Env, folder: Path, episodes: Sequence[Episode], env_id: str
             "the dataset is inconsistent"
         )
     storage.update_episodes([replace(e.buffer, id=first + i) for i, e in enumerate(episodes)])
+    _record_env_kwargs(storage)
     _write_records(folder, storage, first, episodes, existing, env_id)
+
+
+def _record_env_kwargs(storage: MinariStorage) -> None:
+    """Give a dataset written before eval env specs carried the env's kwargs (its eval env spec is
+    the bare env id's registered one) its env spec as eval env spec, as `_create` does."""
+    env_spec, eval_spec = storage.metadata.get("env_spec"), storage.metadata.get("eval_env_spec")
+    if env_spec is None or eval_spec is None or eval_spec == env_spec:
+        return
+    env, bare = json.loads(env_spec), json.loads(eval_spec)
+    if bare["id"] == env["id"] and all(
+        key in env["kwargs"] and env["kwargs"][key] == value
+        for key, value in bare["kwargs"].items()
+    ):
+        storage.update_metadata({"eval_env_spec": env_spec})
 
 
 def _write_records(

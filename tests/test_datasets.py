@@ -3,6 +3,7 @@ creates nothing, a recovered env plays the dataset's rewards, and bad input is o
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -165,14 +166,10 @@ def test_collect_refuses_before_it_collects(
         datasets.collect(args)
 
 
-def test_write_episodes_refuses_what_it_cannot_do(tmp_path: Path) -> None:
-    """A file where the namespace folder goes was a FileExistsError, which the embodiment
-    reports as an existing dataset ('pass append=True'); a misspelt `existing` replaced the
-    dataset there, as "replace" does."""
+def random_episode(env: gym.Env) -> datasets.Episode:
+    """One episode of uniform random actions in `env`, as `write_episodes` takes it."""
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
-    (tmp_path / "gameon").write_text("a file")
-    env = gym.make("GameOn/Reach-v0")
     episode = datasets.run_episode(env, "reach the red block", 1, "random", 0.0)
     buffer = EpisodeBuffer(
         id=0,
@@ -183,13 +180,98 @@ def test_write_episodes_refuses_what_it_cannot_do(tmp_path: Path) -> None:
         truncations=episode["truncations"],
         infos={"success": episode["successes"]},
     )
-    info = datasets.DatasetInfo("GameOn/Reach-v0", "x", "x", "x", "x", {})
-    episodes = [datasets.Episode(buffer, {}, {})]
+    return datasets.Episode(buffer, {}, {})
+
+
+INFO = datasets.DatasetInfo("GameOn/Reach-v0", "x", "x", "x", "x", {})
+
+
+def test_write_episodes_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    """A file where the namespace folder goes was a FileExistsError, which the embodiment
+    reports as an existing dataset ('pass append=True'); a misspelt `existing` replaced the
+    dataset there, as "replace" does."""
+    (tmp_path / "gameon").write_text("a file")
+    env = gym.make("GameOn/Reach-v0")
+    episodes = [random_episode(env)]
     with pytest.raises(ValueError, match=f"cannot write the dataset under {tmp_path / 'gameon'}"):
-        datasets.write_episodes(env, "gameon/x-v0", episodes, info, tmp_path)
+        datasets.write_episodes(env, "gameon/x-v0", episodes, INFO, tmp_path)
     with pytest.raises(ValueError, match="unknown existing 'apend'; accepted: append, replace, r"):
-        datasets.write_episodes(env, "x-v0", episodes, info, tmp_path, existing="apend")
+        datasets.write_episodes(env, "x-v0", episodes, INFO, tmp_path, existing="apend")
     assert tree(tmp_path) == ["gameon"]
+    env.close()
+
+
+def contents(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (relative path -> bytes)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "difference"),
+    [
+        ({"reward_mode": "sparse"}, "reward_mode='dense' there, 'sparse' here"),
+        (
+            {"reward_mode": "dense", "max_episode_steps": 40},
+            "max_episode_steps=100 there, 40 here",
+        ),
+        (
+            {"reward_mode": "dense", "terminate_on_success": False},
+            "terminate_on_success not given (the env's default) there, False here",
+        ),
+    ],
+)
+def test_appending_episodes_played_with_other_env_settings_is_refused(
+    root: Path, tmp_path: Path, kwargs: dict, difference: str
+) -> None:
+    """Sparse-reward episodes were appended to a dense-reward dataset without a word: one dataset
+    held rewards of two meanings, and its env spec described only the first."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    before = contents(tmp_path / DENSE)
+    env = gym.make("GameOn/Reach-v0", **kwargs)
+    with pytest.raises(ValueError) as error:
+        datasets.write_episodes(env, DENSE, [random_episode(env)], INFO, tmp_path)
+    env.close()
+    message = str(error.value)
+    assert message.startswith(
+        f"cannot append to dataset {DENSE} at {tmp_path / DENSE}: its episodes were played with "
+        f"other env settings than these ({difference}); "
+    )
+    assert message.endswith(
+        "write these episodes to a new dataset id, or replace the dataset (existing='replace', "
+        "or collect's --overwrite)"
+    )
+    assert contents(tmp_path / DENSE) == before
+
+
+def test_appending_to_a_dataset_from_before_recorded_env_kwargs_records_them(
+    root: Path, tmp_path: Path
+) -> None:
+    """A dataset written before eval env specs carried the env's kwargs stores the bare env id's
+    registered spec (sparse rewards): appending kept it, so `recover_environment(eval_env=True)`
+    still made a sparse-reward env for the dense rewards. Its env spec always had the kwargs: the
+    new episodes are checked against those, and the eval env spec takes them."""
+    import minari
+
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    data = datasets.dataset_dir(DENSE, tmp_path) / "data"
+    metadata = json.loads((data / "metadata.json").read_text())
+    metadata["eval_env_spec"] = gym.spec("GameOn/Reach-v0").to_json()
+    (data / "metadata.json").write_text(json.dumps(metadata))
+    before = contents(tmp_path / DENSE)
+    sparse = gym.make("GameOn/Reach-v0", reward_mode="sparse")
+    with pytest.raises(ValueError, match="reward_mode='dense' there, 'sparse' here"):
+        datasets.write_episodes(sparse, DENSE, [random_episode(sparse)], INFO, tmp_path)
+    sparse.close()
+    assert contents(tmp_path / DENSE) == before
+
+    dense = gym.make("GameOn/Reach-v0", reward_mode="dense")
+    datasets.write_episodes(dense, DENSE, [random_episode(dense)], INFO, tmp_path)
+    dense.close()
+    dataset = minari.MinariDataset(data)
+    assert dataset.total_episodes == 3
+    assert dataset.storage.metadata["eval_env_spec"] == metadata["env_spec"]
+    env = dataset.recover_environment(eval_env=True)
+    assert env.unwrapped.reward_mode == "dense"
     env.close()
 
 
@@ -242,3 +324,26 @@ def test_a_bad_setting_is_one_line_and_exit_2(
     assert result.stderr.startswith(f"{datasets.PROG}: error: {message}")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert tree(tmp_path) == ["file"]
+
+
+@pytest.mark.parametrize("space", ["observation_space", "action_space"])
+def test_appending_episodes_of_other_spaces_is_refused(
+    root: Path, tmp_path: Path, space: str
+) -> None:
+    """Actions of another shape were appended unchecked, leaving a dataset `load` could not read
+    (a wrapper can change a space and keep the env's spec); other observations were refused
+    naming only the last part of the dataset id."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    before = contents(tmp_path / DENSE)
+    env = gym.make("GameOn/Reach-v0", reward_mode="dense")
+    episode = random_episode(env)
+    setattr(env, space, gym.spaces.Box(-1.0, 1.0, (4,), np.float32))
+    with pytest.raises(ValueError) as error:
+        datasets.write_episodes(env, DENSE, [episode], INFO, tmp_path)
+    env.close()
+    what = space.split("_")[0] + "s"
+    assert str(error.value).startswith(
+        f"cannot append to dataset {DENSE} at {tmp_path / DENSE}: its episodes were played with "
+        f"{what} "
+    )
+    assert contents(tmp_path / DENSE) == before
