@@ -42,7 +42,7 @@ from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.envs.registration import EnvSpec
+from gymnasium.envs.registration import EnvSpec, load_env_creator
 from gymnasium.error import ClosedEnvironmentError
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import (
@@ -105,6 +105,7 @@ def make_vec(
             f"e.g. wrappers=[gameon.envs.TargetRelative]; got {wrappers!r}"
         )
     spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
+    _check_render_mode(spec, {**spec.kwargs, **kwargs}.get("render_mode"))
     factory = EnvFactory(spec, dict(kwargs), tuple(wrappers or ()))
     envs = SharedMemoryVectorEnv([factory] * num_envs, workers=workers, **(vector_kwargs or {}))
     # Each env's spec as gym.make wrote it (gym.make's own max_episode_steps in the spec's field,
@@ -112,6 +113,25 @@ def make_vec(
     # gym.make(envs.spec) and make_vec(envs.spec, num_envs) make the same envs again.
     envs.spec = envs.local.envs[0].spec
     return envs
+
+
+def _check_render_mode(spec: EnvSpec, render_mode: Any) -> None:
+    """ValueError naming the accepted render modes for one that is not text: gym.make fails on it
+    with "'int' object has no attribute 'endswith'", naming neither the argument nor the modes."""
+    if render_mode is None or isinstance(render_mode, str):
+        return
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = load_env_creator(creator)
+    metadata = getattr(creator, "metadata", None)
+    modes = list(metadata.get("render_modes") or ()) if isinstance(metadata, dict) else []
+    if "rgb_array" in modes:
+        modes += [mode for mode in ("human", "rgb_array_list") if mode not in modes]
+    accepted = f" ({', '.join(modes)})" if modes else ""
+    raise ValueError(
+        f"render_mode must be None or the name of one of the env's render modes{accepted}, "
+        f"got {render_mode!r}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -459,6 +459,12 @@ def test_a_vectorization_mode_is_refused_pointing_to_gym_make_vec() -> None:
         ({"workers": "2"}, "workers must be a whole number from 1 to num_envs=2, got '2'"),
         ({"workers": 1.0}, "workers must be a whole number from 1 to num_envs=2, got 1.0"),
         ({"workers": 3}, "workers must be a whole number from 1 to num_envs=2, got 3"),
+        # gym.make's own error for it: "'int' object has no attribute 'endswith'".
+        (
+            {"render_mode": 1},
+            r"render_mode must be None or the name of one of the env's render modes "
+            r"\(rgb_array, human, rgb_array_list\), got 1",
+        ),
     ],
 )
 def test_bad_make_vec_arguments_say_what_they_must_be(arguments: dict, message: str) -> None:
