@@ -585,9 +585,12 @@ def collect(args: Args) -> minari.MinariDataset:
     _check_args(args)
     target = dataset_dir(args.dataset_id, args.datasets_path)
     check_not_a_file(target, args.dataset_id)
-    if target.exists() and not args.overwrite:
+    if (target.exists() or _old(target).exists()) and not args.overwrite:
+        where = (
+            target if target.exists() else f"{_old(target)}, where an interrupted overwrite left it"
+        )
         raise FileExistsError(
-            f"dataset {args.dataset_id} already exists at {target}; "
+            f"dataset {args.dataset_id} already exists at {where}; "
             "pass --overwrite to replace it or choose another --dataset-id"
         )
     check_datasets_folder(target.parent)

@@ -347,3 +347,32 @@ def test_appending_episodes_of_other_spaces_is_refused(
         f"{what} "
     )
     assert contents(tmp_path / DENSE) == before
+
+
+def test_collect_refuses_a_dataset_left_aside_by_an_interrupted_overwrite_before_it_collects(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dataset sat in its hidden .old folder, so collect saw no dataset, collected every
+    episode, and only then did the writer put it back and refuse it as existing."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    folder = tmp_path / DENSE
+    folder.rename(folder.with_name(f".{folder.name}.old"))
+
+    def must_not_run(*args: object) -> None:
+        raise AssertionError("collected before refusing")
+
+    monkeypatch.setattr(datasets, "run_episode", must_not_run)
+    args = datasets.Args(
+        env_id="GameOn/Reach-v0",
+        dataset_id=DENSE,
+        datasets_path=str(tmp_path),
+        episodes_per_skill=1,
+        progress=False,
+    )
+    with pytest.raises(FileExistsError) as error:
+        datasets.collect(args)
+    old = folder.with_name(f".{folder.name}.old")
+    assert str(error.value) == (
+        f"dataset {DENSE} already exists at {old}, where an interrupted overwrite left it; pass "
+        "--overwrite to replace it or choose another --dataset-id"
+    )
