@@ -538,6 +538,14 @@ class SharedMemoryVectorEnv(VectorEnv):
         ends."""
         self.close()
 
+    def __getstate__(self) -> NoReturn:
+        """Refused, saying why and what to do: copy.copy made a copy sharing the workers, whose
+        garbage collection ended them; copy.deepcopy and pickle failed deep in multiprocessing."""
+        raise TypeError(
+            f"a {type(self).__name__} cannot be copied or pickled: its envs live in its worker "
+            "processes; make the same envs again with gameon.envs.make_vec(envs.spec, num_envs)"
+        )
+
     def __del__(self) -> None:
         if not getattr(self, "closed", True) and (
             getattr(self, "workers", None) or getattr(self, "local", None)

@@ -8,10 +8,13 @@ or  MUJOCO_GL=egl python tests/test_vector_env.py   (the table plus the 8 and 16
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
+import gc
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import statistics
 import subprocess
@@ -440,6 +443,17 @@ def test_a_script_without_a_main_guard_is_told_why_its_workers_died(tmp_path) ->
     assert result.returncode == 1
     assert "died (exit code 1) during start" in result.stderr
     assert 'needs `if __name__ == "__main__":`' in result.stderr
+
+
+@pytest.mark.parametrize("how", [copy.copy, copy.deepcopy, pickle.dumps], ids=lambda f: f.__name__)
+def test_copying_or_pickling_is_refused_saying_how_to_make_the_envs_again(how: Callable) -> None:
+    """A shallow copy shared the workers, and ended them when it was garbage collected."""
+    with make_vec(ENV_ID, 2, workers=2, vector_kwargs={"context": "fork"}) as envs:
+        with pytest.raises(TypeError, match=r"cannot be copied or pickled: its envs live in its"):
+            how(envs)
+        gc.collect()
+        envs.reset(seed=0)
+        envs.step(np.zeros((2, 5), np.float32))
 
 
 def test_a_vectorization_mode_is_refused_pointing_to_gym_make_vec() -> None:
