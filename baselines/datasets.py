@@ -318,9 +318,9 @@ def write_episodes(
         try:
             new = stage / dataset_id
             if target.exists() and existing == "append":
-                _check_appendable(env, target, dataset_id)
+                records = _check_appendable(env, target, dataset_id)
                 shutil.copytree(target, new)
-                _append(env, new, episodes, info.env_id)
+                _append(new, episodes, info.env_id, records)
             else:
                 _create(env, stage, dataset_id, episodes, info)
             _swap_in(new, target)
@@ -373,18 +373,9 @@ def _difference(name: str, old: dict[str, Any], new: dict[str, Any]) -> str:
     return f"{there} there, {here} here"
 
 
-def _check_appendable(env: gym.Env, target: Path, dataset_id: str) -> None:
-    """ValueError, before anything is copied, unless `env`'s episodes mean what the dataset's do:
-    its env spec's env id, step limit and kwargs (e.g. `reward_mode`), and its spaces."""
-    try:
-        metadata = MinariStorage.read_raw_metadata(target / "data")
-        storage = MinariStorage.read(target / "data")
-        old = _env_settings(metadata.get("env_spec"))
-    except UNREADABLE as error:
-        raise ValueError(
-            f"cannot append to dataset {dataset_id}: {target} is not a readable Minari dataset "
-            f"({type(error).__name__}: {error})"
-        ) from None
+def _mismatch(env: gym.Env, storage: MinariStorage, old: dict[str, Any]) -> str:
+    """How `env` differs from the env a dataset's episodes were played in (`old`, its spec's
+    `_env_settings`, then its spaces), or "" if it does not."""
     new = _env_settings(env.spec.to_json() if env.spec is not None else None)
     differences = [
         _difference(name, old, new)
@@ -392,36 +383,63 @@ def _check_appendable(env: gym.Env, target: Path, dataset_id: str) -> None:
         if name not in old or name not in new or old[name] != new[name]
     ]
     if differences:
-        what = f"other env settings than these ({'; '.join(differences)})"
-    elif storage.observation_space != env.observation_space:
-        what = f"observations {storage.observation_space}, not {env.observation_space}"
-    elif storage.action_space != env.action_space:
-        what = f"actions {storage.action_space}, not {env.action_space}"
-    else:
-        return
-    raise ValueError(
-        f"cannot append to dataset {dataset_id} at {target}: its episodes were played with "
-        f"{what}; one dataset would hold episodes that mean different things: write these "
-        "episodes to a new dataset id, or replace the dataset (existing='replace', or collect's "
-        "--overwrite)"
-    )
+        return f"other env settings than these ({'; '.join(differences)})"
+    if storage.observation_space != env.observation_space:
+        return f"observations {storage.observation_space}, not {env.observation_space}"
+    if storage.action_space != env.action_space:
+        return f"actions {storage.action_space}, not {env.action_space}"
+    return ""
 
 
-def _append(env: gym.Env, folder: Path, episodes: Sequence[Episode], env_id: str) -> None:
-    """Add episodes to the copy of a dataset in `folder`, after the ones it has (checked by
-    `_check_appendable` to be played with the same env settings)."""
-    storage = MinariStorage.read(folder / "data")
-    first = storage.total_episodes
-    sidecar = folder / EPISODES_FILE
-    existing = json.loads(sidecar.read_text())["episodes"] if sidecar.is_file() else {}
-    clash = [key for key in existing if int(key) >= first]
+def _check_appendable(env: gym.Env, target: Path, dataset_id: str) -> dict[int, dict]:
+    """The dataset's episode records, once `env`'s episodes can follow its own: ValueError, before
+    anything is copied, unless they mean what the dataset's do (`_mismatch`) and its
+    `episodes.json` is sound."""
+    try:
+        metadata = MinariStorage.read_raw_metadata(target / "data")
+        storage = MinariStorage.read(target / "data")
+        settings = _env_settings(metadata.get("env_spec"))
+    except UNREADABLE as error:
+        raise ValueError(
+            f"cannot append to dataset {dataset_id}: {target} is not a readable Minari dataset "
+            f"({type(error).__name__}: {error})"
+        ) from None
+    mismatch = _mismatch(env, storage, settings)
+    if mismatch:
+        raise ValueError(
+            f"cannot append to dataset {dataset_id} at {target}: its episodes were played with "
+            f"{mismatch}; one dataset would hold episodes that mean different things: write these "
+            "episodes to a new dataset id, or replace the dataset (existing='replace', or "
+            "collect's --overwrite)"
+        )
+    sidecar = target / EPISODES_FILE
+    try:
+        records = _read_records(sidecar, dataset_id) if sidecar.is_file() else {}
+    except ValueError as error:
+        raise ValueError(
+            f"cannot append to dataset {dataset_id}: {error}; repair that file, or write these "
+            "episodes to a new dataset id"
+        ) from None
+    clash = sorted(key for key in records if key >= storage.total_episodes)
     if clash:
         raise ValueError(
-            f"{sidecar} records episodes {clash} that Minari's data does not have; "
-            "the dataset is inconsistent"
+            f"cannot append to dataset {dataset_id}: {sidecar} records episodes {clash} that "
+            f"Minari's data does not have (it has {storage.total_episodes} episodes); repair that "
+            "file, or write these episodes to a new dataset id"
         )
+    return records
+
+
+def _append(
+    folder: Path, episodes: Sequence[Episode], env_id: str, records: dict[int, dict]
+) -> None:
+    """Add episodes to the copy of a dataset in `folder`, after the ones it has (`records`, from
+    its `episodes.json`, as `_check_appendable` read them)."""
+    storage = MinariStorage.read(folder / "data")
+    first = storage.total_episodes
     storage.update_episodes([replace(e.buffer, id=first + i) for i, e in enumerate(episodes)])
     _record_env_kwargs(storage)
+    existing = {str(key): record for key, record in records.items()}
     _write_records(folder, storage, first, episodes, existing, env_id)
 
 
@@ -700,6 +718,11 @@ def episode_records(dataset_id: str, datasets_path: str | Path | None = None) ->
     path = check_dataset_exists(dataset_id, datasets_path) / EPISODES_FILE
     if not path.is_file():
         raise ValueError(f"dataset {dataset_id} has no {EPISODES_FILE} at {path}")
+    return _read_records(path, dataset_id)
+
+
+def _read_records(path: Path, dataset_id: str) -> dict[int, dict]:
+    """The records of an `episodes.json` file; ValueError naming it if it is damaged."""
     try:
         episodes = json.loads(path.read_text())["episodes"]
         return {int(key): dict(value) for key, value in episodes.items()}

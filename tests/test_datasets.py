@@ -349,6 +349,34 @@ def test_appending_episodes_of_other_spaces_is_refused(
     assert contents(tmp_path / DENSE) == before
 
 
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        ("{", "JSONDecodeError"),
+        ("{}", "KeyError"),
+        ('{"episodes": {"99": {}}}', "records episodes [99] that Minari's data does not have (it "),
+    ],
+)
+def test_appending_to_a_dataset_with_a_damaged_episodes_file_names_it(
+    root: Path, tmp_path: Path, text: str, cause: str
+) -> None:
+    """A broken episodes.json was json's words alone or a KeyError traceback, and episodes
+    Minari lacks were named at a path in the hidden staging copy."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    sidecar = tmp_path / DENSE / datasets.EPISODES_FILE
+    sidecar.write_text(text)
+    before = contents(tmp_path / DENSE)
+    env = gym.make("GameOn/Reach-v0", reward_mode="dense")
+    with pytest.raises(ValueError) as error:
+        datasets.write_episodes(env, DENSE, [random_episode(env)], INFO, tmp_path)
+    env.close()
+    message = str(error.value)
+    assert message.startswith(f"cannot append to dataset {DENSE}: {sidecar} ")
+    assert cause in message
+    assert message.endswith("; repair that file, or write these episodes to a new dataset id")
+    assert contents(tmp_path / DENSE) == before
+
+
 def test_collect_refuses_a_dataset_left_aside_by_an_interrupted_overwrite_before_it_collects(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
