@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +60,11 @@ class Instruction:
     relation: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.objects, str) or not isinstance(self.objects, Iterable):
+            raise ValueError(
+                "objects must be a tuple of colours, e.g. ('red',) or ('red', 'blue'), "
+                f"got {self.objects!r}"
+            )
         object.__setattr__(self, "objects", tuple(self.objects))
         if self.skill not in SKILLS:
             raise ValueError(f"unknown skill {self.skill!r}; {_accepted('skills', SKILLS)}")

@@ -296,6 +296,16 @@ def test_instruction_validation() -> None:
     assert Instruction("lift", ["red"]).objects == ("red",)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("objects", ["red", None])
+def test_objects_that_are_not_a_tuple_of_colours_say_so(objects: object) -> None:
+    """A single colour given as text was read letter by letter: "unknown colour 'r'"."""
+    with pytest.raises(ValueError) as info:
+        Instruction("lift", objects)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        f"objects must be a tuple of colours, e.g. ('red',) or ('red', 'blue'), got {objects!r}"
+    )
+
+
 @pytest.mark.parametrize("skill", SKILLS)
 def test_sample_deterministic_and_in_scene(skill: str) -> None:
     scene = ("blue", "purple", "red", "yellow")
