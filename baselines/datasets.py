@@ -511,6 +511,10 @@ def _ensure_namespace(dataset_id: str, root: Path) -> None:
             create_namespace(namespace)
 
 
+FAILED_POLICIES = ("random", "noisy-expert")
+"""The policies `Args.failed_policy` names (anything else `run_episode` plays as the expert)."""
+
+
 def _check_args(args: Args) -> None:
     """ValueError for a setting `collect` cannot use, before it collects anything."""
     check_env_id(args.env_id)
@@ -519,6 +523,10 @@ def _check_args(args: Args) -> None:
     check_dataset_id(args.dataset_id)
     if args.episodes_per_skill < 1:
         raise ValueError(f"episodes_per_skill must be >= 1, got {args.episodes_per_skill}")
+    if args.failed_policy not in FAILED_POLICIES:
+        raise ValueError(
+            f"unknown failed_policy {args.failed_policy!r}; accepted: {', '.join(FAILED_POLICIES)}"
+        )
     if not 0.0 <= args.failed_fraction <= 1.0:
         raise ValueError(f"failed_fraction must be in [0, 1], got {args.failed_fraction}")
     for noise in (args.noise, args.failed_noise, *args.noise_levels):

@@ -136,6 +136,7 @@ def test_a_damaged_episodes_file_is_a_value_error_naming_it(root: Path, tmp_path
     ("setting", "message"),
     [
         ({"seed": -1}, "seed must be >= 0, got -1"),
+        ({"failed_policy": "Random"}, "unknown failed_policy 'Random'; accepted: random, noisy-"),
         ({"overwrite": True}, "gameon/x-v0's folder goes; move it or choose another dataset id"),
         ({"overwrite": False}, "gameon/x-v0's folder goes; move it or choose another dataset id"),
     ],
@@ -143,9 +144,11 @@ def test_a_damaged_episodes_file_is_a_value_error_naming_it(root: Path, tmp_path
 def test_collect_refuses_before_it_collects(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: dict, message: str
 ) -> None:
-    """A negative seed was numpy's "expected non-negative integer"; a file where the dataset's
-    folder goes was a NotADirectoryError traceback with --overwrite, once every episode was
-    collected, and 'already exists' without it."""
+    """A negative seed was numpy's "expected non-negative integer"; a misspelt failed_policy
+    (which the command line's choices catch, but `collect(Args(...))` did not) played the clean
+    expert and recorded it under that name; a file where the dataset's folder goes was a
+    NotADirectoryError traceback with --overwrite, once every episode was collected, and 'already
+    exists' without it."""
     (tmp_path / "gameon").mkdir()
     (tmp_path / "gameon" / "x-v0").write_text("a file")
 
