@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import tyro
 
+from gameon.atomic import defer_sigint
 from gameon.baselines.datasets import (
     check_compatible,
     check_dataset_exists,
@@ -288,62 +289,6 @@ def log_evaluation(writer: SummaryWriter, report: EvalReport, step: int) -> None
         writer.add_scalar(f"eval/success_rate_{skill}", rate, step)
 
 
-def evaluate_and_save(
-    algo: str,
-    args: Any,
-    actor: Actor | ChunkedActor,
-    normalizer: Normalizer,
-    run_dir: Path,
-    global_step: int,
-    writer: SummaryWriter,
-    on_eval: Callable[[Policy, EvalReport, int], None] | None,
-    curriculum: Curriculum,
-    env_wrapper: Callable[[gym.Env], gym.Env] | None = None,
-) -> EvalReport:
-    """Score an online learner's deterministic policy on the shared suite, tell the curriculum
-    (`update_evaluation`); write eval.json, checkpoint.pt and curriculum.json (the curriculum's
-    state, also in the checkpoint's extra). `env_wrapper` wraps the evaluation env as the
-    training envs are wrapped (coded actions).
-
-    `args` is the learner's Args dataclass: saved whole in the checkpoint, and read for env_id,
-    reward_mode, eval_episodes_per_skill, capture_video (an MP4 per evaluation in
-    run_dir/videos/eval_{global_step}.mp4) and torch_threads.
-    """
-    actor.eval()
-    policy = make_policy(actor, normalizer)
-    report = evaluate(
-        policy,
-        args.env_id,
-        episodes_per_skill=args.eval_episodes_per_skill,
-        env_kwargs={"reward_mode": args.reward_mode},
-        video=run_dir / "videos" / f"eval_{global_step}.mp4" if args.capture_video else None,
-        wrapper=env_wrapper,
-    )
-    actor.train()
-    torch.set_num_threads(args.torch_threads)
-    curriculum.update_evaluation(
-        [Outcome(e.instruction, e.success, e.episode_return) for e in report.episodes]
-    )
-    record = {**report.to_dict(), "global_step": global_step}
-    write_json(run_dir / "eval.json", record)
-    save_checkpoint(
-        run_dir / "checkpoint.pt",
-        algo,
-        args.env_id,
-        actor,
-        normalizer,
-        dataclasses.asdict(args),
-        extra={"global_step": global_step, "curriculum": curriculum.state_dict()},
-    )
-    save_curriculum(run_dir / "curriculum.json", curriculum)
-    log_evaluation(writer, report, global_step)
-    rates = ", ".join(f"{skill} {rate:.2f}" for skill, rate in report.rates().items())
-    print(f"eval at step {global_step}: success {report.success_rate:.2f} ({rates})")
-    if on_eval is not None:
-        on_eval(policy, report, global_step)
-    return report
-
-
 def record_videos(policy: Policy, env_id: str, run_dir: Path) -> list[str]:
     """Write run_dir/videos/{skill}.mp4 per skill: the first episode of that skill in the suite."""
     paths = []
@@ -503,6 +448,9 @@ class OnlineRun:
     wandb: Any = None
     evals: list[dict] = field(default_factory=list)
     eval_seconds: float = 0.0
+    saved_step: int | None = None
+    """the env step whose eval.json, checkpoint.pt and curriculum.json the folder holds (None:
+    none yet)"""
 
     def evaluate(
         self,
@@ -511,23 +459,59 @@ class OnlineRun:
         global_step: int,
         on_eval: Callable[[Policy, EvalReport, int], None] | None,
     ) -> EvalReport:
-        """Evaluate and checkpoint the current policy on the shared suite, timed."""
+        """Score the deterministic policy on the shared suite, timed, in an evaluation env wrapped
+        as the training envs are (coded actions); tell the curriculum (`update_evaluation`),
+        save the run's files (`save`), log and print the result, then call `on_eval`.
+        `capture_video` writes an MP4 per evaluation to run_dir/videos/eval_{global_step}.mp4."""
         start = time.perf_counter()
-        report = evaluate_and_save(
-            self.algo,
-            self.args,
-            actor,
-            normalizer,
-            self.run_dir,
-            global_step,
-            self.writer,
-            on_eval,
-            self.curriculum,
-            env_wrapper=self.env_wrapper,
+        args = self.args
+        actor.eval()
+        policy = make_policy(actor, normalizer)
+        video = self.run_dir / "videos" / f"eval_{global_step}.mp4"
+        report = evaluate(
+            policy,
+            args.env_id,
+            episodes_per_skill=args.eval_episodes_per_skill,
+            env_kwargs={"reward_mode": args.reward_mode},
+            video=video if args.capture_video else None,
+            wrapper=self.env_wrapper,
         )
+        actor.train()
+        torch.set_num_threads(args.torch_threads)
+        self.curriculum.update_evaluation(
+            [Outcome(e.instruction, e.success, e.episode_return) for e in report.episodes]
+        )
+        self.save(actor, normalizer, report, global_step)
+        log_evaluation(self.writer, report, global_step)
+        rates = ", ".join(f"{skill} {rate:.2f}" for skill, rate in report.rates().items())
+        print(f"eval at step {global_step}: success {report.success_rate:.2f} ({rates})")
+        if on_eval is not None:
+            on_eval(policy, report, global_step)
         self.evals.append(report.curve_point(global_step=global_step))
         self.eval_seconds += time.perf_counter() - start
         return report
+
+    def save(
+        self, actor: Actor, normalizer: Normalizer, report: EvalReport, global_step: int
+    ) -> None:
+        """Write eval.json (the report and its global_step), checkpoint.pt (the Args whole; the
+        step and the curriculum's state in its extra) and curriculum.json, each atomically and
+        with Ctrl-C held back until all three are written (`defer_sigint`), so that they always
+        come from the same evaluation."""
+        args = self.args
+        with defer_sigint():
+            write_json(self.run_dir / "eval.json", {**report.to_dict(), "global_step": global_step})
+            save_checkpoint(
+                self.run_dir / "checkpoint.pt",
+                self.algo,
+                args.env_id,
+                actor,
+                normalizer,
+                dataclasses.asdict(args),
+                extra={"global_step": global_step, "curriculum": self.curriculum.state_dict()},
+            )
+            save_curriculum(self.run_dir / "curriculum.json", self.curriculum)
+            self.saved_step = global_step
 
     def interrupted(self, global_step: int) -> None:
         """After Ctrl-C: close the training envs and the logs (so TensorBoard keeps every point up
@@ -540,9 +524,10 @@ class OnlineRun:
         if self.wandb is not None:
             self.wandb.finish(exit_code=130)
         kept = "its TensorBoard logs"
-        if self.evals:
-            step = self.evals[-1]["global_step"]
-            kept += f" and the checkpoint.pt and eval.json of the evaluation at step {step}"
+        if self.saved_step is not None:
+            kept += (
+                f" and the checkpoint.pt and eval.json of the evaluation at step {self.saved_step}"
+            )
         print(
             f"interrupted at env step {global_step} of {self.args.total_timesteps}: "
             f"{self.run_dir} keeps {kept}, but no summary.json; a run does not resume, so "
@@ -712,20 +697,22 @@ class OfflineRun:
     ) -> dict:
         """Write checkpoint.pt (the CPU `actor`; `extra` after the dataset and the budget) and
         eval.json (the report and its `update`, as the online learners' has its global_step),
-        each atomically; return that eval.json record."""
+        each atomically and with Ctrl-C held back until both are written (`defer_sigint`), so
+        that they always come from the same evaluation; return that eval.json record."""
         args = self.args
         evaluation = {**report.to_dict(), "update": update}
-        save_checkpoint(
-            self.run_dir / "checkpoint.pt",
-            self.algo,
-            self.env_id,
-            actor,
-            normalizer,
-            dataclasses.asdict(args),
-            extra={"dataset_id": args.dataset_id, "num_updates": args.num_updates, **extra},
-        )
-        write_json(self.run_dir / "eval.json", evaluation)
-        self.saved_update = update
+        with defer_sigint():
+            save_checkpoint(
+                self.run_dir / "checkpoint.pt",
+                self.algo,
+                self.env_id,
+                actor,
+                normalizer,
+                dataclasses.asdict(args),
+                extra={"dataset_id": args.dataset_id, "num_updates": args.num_updates, **extra},
+            )
+            write_json(self.run_dir / "eval.json", evaluation)
+            self.saved_update = update
         return evaluation
 
     def interrupted(self, update: int) -> None:

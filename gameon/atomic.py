@@ -1,13 +1,16 @@
-"""Atomic, durable file writes and the one exclusive lock, so readers never see half a file and
-two writers never interleave a read-modify-write (the report's outputs, the leaderboard, the
-datasets, a results folder)."""
+"""Atomic, durable file writes, Ctrl-C held back across files written together, and the one
+exclusive lock, so readers never see half a file or a pair of files from two moments, and two
+writers never interleave a read-modify-write (the report's outputs, the leaderboard, the
+datasets, a results folder, a learner's checkpoint and eval.json)."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +37,26 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
         raise
     _sync_directory(path.parent)
     return path
+
+
+@contextlib.contextmanager
+def defer_sigint() -> Iterator[None]:
+    """Hold back SIGINT (Ctrl-C) until the block ends, then send it to the handler it would have
+    reached (Python's raises KeyboardInterrupt), so that files written together in the block (a
+    checkpoint and its eval.json) are never left from two different moments. Only where Python
+    handles SIGINT, in the main thread; elsewhere the block runs as it is."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
 
 
 def check_writable(folder: str | Path) -> None:

@@ -5,6 +5,8 @@ setting is one line naming its option and exit 2, as are inputs that do not fit 
 from __future__ import annotations
 
 import importlib.util
+import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ pytest.importorskip("minari")
 pytest.importorskip("h5py", reason="Minari's HDF5 storage needs h5py (minari[hdf5])")
 
 from gameon.baselines import bc, common, datasets, iql, ppo, sac  # noqa: E402
+from gameon.policy import load_checkpoint  # noqa: E402
 
 FAILED = "gameon/lift-failed-v0"
 
@@ -151,6 +154,63 @@ def test_train_called_from_python_refuses_a_run_dir_that_holds_a_run(
     )
     assert "give another folder, or move that one away" in str(refused.value)
     assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == earlier
+
+
+PAIRED = ("checkpoint.pt", "eval.json")
+"""The files each evaluation writes together (online also curriculum.json)."""
+
+
+@pytest.mark.parametrize(
+    ("module", "budget", "step"),
+    [
+        ("ppo", {"total_timesteps": 192, "eval_every": 64}, 128),
+        ("sac", {"total_timesteps": 96, "eval_every": 32}, 64),
+        ("bc", {"num_updates": 3, "eval_every": 1}, 2),
+        ("iql", {"num_updates": 3, "eval_every": 1}, 2),
+    ],
+)
+def test_ctrl_c_between_an_evaluation_s_files_leaves_them_from_that_evaluation(
+    module: str,
+    budget: dict,
+    step: int,
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C just after the first file of the second of three evaluations is written: every
+    learner writes the other too before it stops, and says so. checkpoint.pt came from the second
+    and eval.json from the first (BC, IQL), or the other way round (PPO, SAC)."""
+    learner = {"ppo": ppo, "sac": sac, "bc": bc, "iql": iql}[module]
+    writes = {"save_checkpoint": common.save_checkpoint, "write_json": common.write_json}
+    written: list[str] = []
+
+    def interrupting(name: str):
+        def write(path: Path, *rest: object, **options: object) -> Path:
+            done = writes[name](path, *rest, **options)
+            if Path(path).name in PAIRED:
+                written.append(Path(path).name)
+                if len(written) == 3:
+                    signal.raise_signal(signal.SIGINT)
+            return done
+
+        return write
+
+    for name in writes:
+        monkeypatch.setattr(common, name, interrupting(name))
+    args = tiny_args(module, root, tmp_path / "run")
+    for name, value in budget.items():
+        setattr(args, name, value)
+    with pytest.raises(KeyboardInterrupt):
+        learner.train(args)
+    counter = "global_step" if module in ("ppo", "sac") else "update"
+    evaluation = json.loads((tmp_path / "run" / "eval.json").read_text())
+    _, _, checkpoint = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    assert (evaluation[counter], checkpoint["extra"][counter]) == (step, step)
+    unit = "step" if module in ("ppo", "sac") else "update"
+    said = f"the checkpoint.pt and eval.json of the evaluation at {unit} {step}, but no summary"
+    assert said in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_run_dir_of_logs_only_is_accepted(root: Path, tmp_path: Path) -> None:

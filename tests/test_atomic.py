@@ -1,0 +1,66 @@
+"""`gameon.atomic.defer_sigint`: Ctrl-C during files written together arrives once they all are,
+to the handler it would have reached, and the handler in place before is back afterwards."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from gameon.atomic import atomic_write, defer_sigint
+
+
+def test_ctrl_c_in_the_block_arrives_after_it_as_a_keyboard_interrupt(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), defer_sigint():
+        atomic_write(tmp_path / "first", "1")
+        signal.raise_signal(signal.SIGINT)
+        atomic_write(tmp_path / "second", "2")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["first", "second"]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_ctrl_c_goes_to_the_handler_in_place_before_and_only_once_the_block_ends() -> None:
+    received: list[str] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append("handler")
+
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        with defer_sigint():
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+            received.append("block done")
+        assert received == ["block done", "handler"]
+        assert signal.getsignal(signal.SIGINT) is handler
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_block_without_ctrl_c_leaves_the_handler_as_it_was() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    with defer_sigint():
+        pass
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_outside_the_main_thread_the_block_runs_as_it_is() -> None:
+    """Python lets only the main thread set handlers (and delivers signals only there)."""
+    ran: list[bool] = []
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with defer_sigint():
+                ran.append(True)
+        except BaseException as error:  # noqa: BLE001  (reported by the assertion below)
+            errors.append(error)
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    thread.join()
+    assert ran == [True] and errors == []
