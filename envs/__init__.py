@@ -4,8 +4,10 @@
 """
 
 import os
+import sys
 
-if "DISPLAY" not in os.environ:
+# EGL exists only on Linux: MuJoCo refuses MUJOCO_GL=egl elsewhere, failing `import mujoco`.
+if sys.platform == "linux" and "DISPLAY" not in os.environ:
     os.environ.setdefault("MUJOCO_GL", "egl")
 
 from gymnasium.envs.registration import register, registry  # noqa: E402

@@ -804,6 +804,20 @@ def test_mujoco_gl_defaults_to_egl_without_display(set_env, expected):
     assert result.stdout.strip() == expected
 
 
+def test_mujoco_gl_is_left_alone_on_macos():
+    """MuJoCo accepts MUJOCO_GL=egl only on Linux: elsewhere `import mujoco` raised on it."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MUJOCO_GL")}
+    code = (
+        "import sys; sys.platform = 'darwin'; import os, gameon.envs; "
+        "print(os.environ.get('MUJOCO_GL'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "None"
+
+
 # 10. Scene read-outs and start states
 
 
