@@ -229,7 +229,7 @@ class StackingEnv(gym.Env):
         return colours
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | np.integer | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=_seed(seed))
         if options is None:

@@ -401,7 +401,7 @@ class SharedMemoryVectorEnv(VectorEnv):
     def reset(
         self,
         *,
-        seed: int | Sequence[int | None] | None = None,
+        seed: int | np.integer | Iterable[int | np.integer | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> tuple[Batch, dict[str, Any]]:
         """Reset every sub-env, or those in `options["reset_mask"]`, with `options`."""
