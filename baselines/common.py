@@ -668,19 +668,20 @@ class OfflineRun:
         actor: ChunkedActor,
         normalizer: Normalizer,
         update: int,
-        checkpoint_extra: dict[str, Any] | None = None,
+        checkpoint_extra: Callable[[], dict[str, Any]] | None = None,
     ) -> EvalReport:
         """Evaluate a CPU copy of the actor on the shared suite, timed and logged; before the last
-        update also write that copy's checkpoint.pt (`checkpoint_extra` and the update in its
-        extra) and eval.json (with the update), so that an interrupted run keeps its latest
-        evaluated policy (`finish` writes the last update's)."""
+        update also write that copy's checkpoint.pt (the update and what `checkpoint_extra`
+        returns in its extra) and eval.json (with the update), so that an interrupted run keeps
+        its latest evaluated policy. `finish` writes the last update's: `checkpoint_extra` is
+        called only when this writes, so that IQL copies its critics once per checkpoint."""
         start = time.perf_counter()
         args = self.args
         snapshot = copy.deepcopy(actor).cpu().eval()
         policy = make_policy(snapshot, normalizer)
         report = evaluate(policy, self.env_id, episodes_per_skill=args.eval_episodes_per_skill)
         if update < args.num_updates:
-            extra = {"update": update, **(checkpoint_extra or {})}
+            extra = {"update": update, **(checkpoint_extra() if checkpoint_extra else {})}
             self.save(snapshot, normalizer, report, update, extra)
         self.eval_seconds += time.perf_counter() - start
         log_evaluation(self.writer, report, update)

@@ -223,7 +223,7 @@ def train(args: Args) -> dict:
                 update, start, {"value": value_loss, "critic": critic_loss, "actor": actor_loss}
             )
             if run.evaluation_due(update):
-                report = run.evaluate(actor, normalizer, update, critics(critic, value))
+                report = run.evaluate(actor, normalizer, update, lambda: critics(critic, value))
                 print(
                     f"update {update}: value {value_loss.item():.4f}, critic "
                     f"{critic_loss.item():.4f}, actor {actor_loss.item():.4f} (continuous "

@@ -349,6 +349,26 @@ def test_tiny_iql_run_writes_logs_checkpoint_and_eval(root: Path, tmp_path: Path
     assert all(np.isfinite(v) for v in summary["final_losses"].values())
 
 
+def test_iql_copies_its_critics_once_per_checkpoint(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Evaluating every 2 of 4 updates: update 2's checkpoint and the final one (`finish`) hold the
+    critics. The evaluation of update 4, which writes no checkpoint, copied them to the CPU too,
+    and `finish` copied them again."""
+    copies: list[int] = []
+    copy_critics = iql.critics
+
+    def counted(*networks: object) -> dict:
+        copies.append(len(copies))
+        return copy_critics(*networks)
+
+    monkeypatch.setattr(iql, "critics", counted)
+    iql.train(tiny_args(iql, root, tmp_path / "run", num_updates=4, eval_every=2))
+    assert len(copies) == 2
+    _, _, payload = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    assert {"critic", "value"} <= set(payload["extra"]) and "update" not in payload["extra"]
+
+
 @pytest.mark.parametrize("learner", [bc, iql])
 def test_training_prints_progress_between_evaluations(
     learner, root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
