@@ -60,8 +60,9 @@ class TargetRelative(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         space = env.observation_space
         if not isinstance(space, spaces.Dict) or "state" not in space.spaces:
             raise ValueError(
-                "TargetRelative reads the `state` observation; make the env with "
-                "obs_mode='state' or 'state+pixels'"
+                "TargetRelative reads the `state` key of a GameOn env's Dict observation: make "
+                "the env with obs_mode='state' or 'state+pixels', and wrap it in TargetRelative "
+                f"before any wrapper that flattens the observation; got observation space {space}"
             )
         self.colours: tuple[str, ...] = tuple(env.get_wrapper_attr("colours"))
         bound = 2 * STATE_BOUND

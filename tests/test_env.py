@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from gameon.envs import ENV_IDS, ENV_SKILLS, StackingEnv, language, oracle
+from gameon.envs import ENV_IDS, ENV_SKILLS, StackingEnv, TargetRelative, language, oracle
 from gameon.envs.experts import make_expert
 from gameon.envs.language import COLOURS, GOAL_SIZE, Instruction, encode, parse
 from gameon.envs.layout import MIN_SPACING, PLACE_OFFSET, PUSH_LANE
@@ -208,6 +208,15 @@ def test_unsupported_render_mode_is_rejected():
         pytest.raises(ValueError, match="through gym.make, human and rgb_array_list"),
     ):
         gym.make("GameOn/Stack-v0", render_mode="rgb")
+
+
+def test_target_relative_over_a_flattened_observation_says_to_wrap_it_first(make_env):
+    """The error said only to make the env with obs_mode 'state', which the env already had."""
+    flat = gym.wrappers.FlattenObservation(make_env("GameOn/Reach-v0"))
+    with pytest.raises(ValueError) as excinfo:
+        TargetRelative(flat)
+    assert "before any wrapper that flattens the observation" in str(excinfo.value)
+    assert str(excinfo.value).endswith(f"got observation space {flat.observation_space}")
 
 
 def test_tower_needs_three_blocks():
