@@ -856,15 +856,21 @@ RUN_FILES = ("checkpoint.pt", "summary.json", "eval.json")
 """What a learner's run writes into its folder; a run_dir that holds any of them is refused, so
 that no run overwrites another's checkpoint."""
 
+TENSORBOARD_LOGS = "events.out.tfevents.*"
+"""The TensorBoard event files a learner's writer adds to its folder; a run_dir that holds any
+(say, of a run stopped before its first evaluation) is refused too, since TensorBoard would show
+both runs' curves as one."""
+
 
 def check_new_run_dir(args: Any) -> None:
     """Refuse (ValueError naming the folder) a run_dir that is a file or holds an earlier run's
-    files (RUN_FILES): nothing a user produced is ever lost, so every learner's run refuses it as
-    it starts (`start_online_run`, `start_offline_run`), from Python as on the command line
-    (`parse_cli`, which says it in one line). None (a new folder under runs/) and a folder without
-    those files (logs only, say) are accepted. Whoever reuses a folder on purpose empties it
-    first: the benchmark runner before each attempt of an online run (`benchmark.runs.prepare`),
-    the collect loop by removing its uncommitted policy folders, the audit its earlier re-run."""
+    files (RUN_FILES) or TensorBoard logs (TENSORBOARD_LOGS): nothing a user produced is ever lost
+    or mixed with another run's, so every learner's run refuses it as it starts
+    (`start_online_run`, `start_offline_run`), from Python as on the command line (`parse_cli`,
+    which says it in one line). None (a new folder under runs/) and a folder without those files
+    (another log, say) are accepted. Whoever reuses a folder on purpose empties it first: the
+    benchmark runner before each attempt of an online run (`benchmark.runs.prepare`), the collect
+    loop by removing its uncommitted policy folders, the audit its earlier re-run."""
     if args.run_dir is None:
         return
     run_dir = Path(args.run_dir)
@@ -874,6 +880,13 @@ def check_new_run_dir(args: Any) -> None:
         raise ValueError(
             f"run_dir {run_dir} holds a run already ({', '.join(found)}), which a new run never "
             "overwrites; give another folder, or move that one away (or delete it) first"
+        )
+    if logs := sorted(path.name for path in run_dir.glob(TENSORBOARD_LOGS)):
+        more = f" and {len(logs) - 1} more" if len(logs) > 1 else ""
+        raise ValueError(
+            f"run_dir {run_dir} holds the TensorBoard logs of an earlier run ({logs[0]}{more}), "
+            "which TensorBoard would show mixed with a new run's; give another folder, or move "
+            "that one away (or delete it) first"
         )
 
 

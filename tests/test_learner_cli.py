@@ -156,6 +156,46 @@ def test_train_called_from_python_refuses_a_run_dir_that_holds_a_run(
     assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == earlier
 
 
+@pytest.mark.parametrize("module", ["ppo", "sac", "bc", "iql"])
+def test_a_run_dir_with_an_earlier_run_s_tensorboard_logs_is_refused_and_left_as_it_was(
+    module: str, root: Path, tmp_path: Path
+) -> None:
+    """A run stopped before its first evaluation leaves only its logs: a new run there would add
+    its own events file beside them, and TensorBoard would show the two runs' curves as one."""
+    learner = {"ppo": ppo, "sac": sac, "bc": bc, "iql": iql}[module]
+    run_dir = tmp_path / "stopped"
+    run_dir.mkdir()
+    earlier = {"events.out.tfevents.1700000000.host.1.0": b"an earlier run's curves"}
+    for name, content in earlier.items():
+        (run_dir / name).write_bytes(content)
+    with pytest.raises(ValueError) as refused:
+        learner.train(tiny_args(module, root, run_dir))
+    assert str(refused.value) == (
+        f"run_dir {run_dir} holds the TensorBoard logs of an earlier run "
+        "(events.out.tfevents.1700000000.host.1.0), which TensorBoard would show mixed with a new "
+        "run's; give another folder, or move that one away (or delete it) first"
+    )
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == earlier
+
+
+def test_tensorboard_logs_in_the_run_dir_are_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("events.out.tfevents.1.host.1.0", "events.out.tfevents.2.host.2.0"):
+        (tmp_path / name).write_bytes(b"")
+    argv = ["ppo", "--env-id", "GameOn/Reach-v0", "--run-dir", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_:
+        common.parse_cli(ppo.Args, "python -m gameon.baselines.ppo")
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(
+        f"python -m gameon.baselines.ppo: error: run_dir {tmp_path} holds the TensorBoard logs of "
+        "an earlier run (events.out.tfevents.1.host.1.0 and 1 more), "
+    )
+    assert error.count("\n") == 1 and error.endswith("(see --run-dir in --help)\n")
+
+
 PAIRED = ("checkpoint.pt", "eval.json")
 """The files each evaluation writes together (online also curriculum.json)."""
 

@@ -230,7 +230,8 @@ def test_invalid_args_raise_naming_what_is_accepted(
 def test_ctrl_c_closes_the_envs_and_says_what_the_run_folder_keeps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Ctrl-C on the 60th vector step (env step 120), before any evaluation: logs only."""
+    """Ctrl-C on the 60th vector step (env step 120), before any evaluation: logs only, which a
+    new run refuses as it does a folder with a checkpoint."""
     made: list[gym.vector.VectorEnv] = []
     make_envs = common.make_training_envs
     monkeypatch.setattr(
@@ -254,6 +255,11 @@ def test_ctrl_c_closes_the_envs_and_says_what_the_run_folder_keeps(
         "summary.json; a run does not resume, so start it again with a new --run-dir\n"
     )
     assert [path.name.split(".")[0] for path in run_dir.iterdir()] == ["events"]
+    monkeypatch.undo()
+    logs = {path.name: path.read_bytes() for path in run_dir.iterdir()}
+    with pytest.raises(ValueError, match=f"run_dir {run_dir} holds the TensorBoard logs of an "):
+        train(tiny_args(run_dir))  # the same run again: its curves would mix with the stopped one's
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir()} == logs
 
 
 def test_a_slow_run_prints_progress_by_the_clock_with_the_time_left(
