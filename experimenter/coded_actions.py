@@ -33,7 +33,7 @@ coded action as one step.
 
 For the baselines (`--coded-skills`): `load_coded_skills` reads "templates" or a skill-library
 JSON, and `coded_wrapper` is the wrapper that `baselines.common.make_training_envs` puts around
-each training env and `evaluate_and_save` (and `gameon.evaluation.evaluate`) around the
+each training env and `OnlineRun.evaluate` (and `gameon.evaluation.evaluate`) around the
 evaluation env.
 """
 
