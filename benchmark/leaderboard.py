@@ -97,6 +97,8 @@ REPRODUCED = ("reproduced", "within tolerance")
 """The outcomes of an audited run that reproduced its claim."""
 PACKAGE = "gameon-rl"
 _EXACT = 1e-9
+RANK_DIGITS = 9
+"""Decimals the ranking compares scores at: far below any difference of success rates."""
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
@@ -1009,6 +1011,13 @@ def audit_cell(audits: Sequence[EntryAudit]) -> str:
     return f"{verdict} ({good}/{len(standing)}, {audits[-1].when[:10]})"
 
 
+def rank_score(entry: BoardEntry) -> tuple[float, float]:
+    """The (IQM, mean) an entry ranks by, rounded to RANK_DIGITS: the same rates summed in
+    another order differ in the last bit (0.1 + 0.2 + 0.3 against 0 + 0.3 + 0.3), and such
+    equal scores must share a rank rather than be ordered by rounding noise."""
+    return round(entry.iqm, RANK_DIGITS), round(entry.mean, RANK_DIGITS)
+
+
 def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
     """(rank, entry) in the board's order: by target-success IQM, then mean, within each
     (protocol, env, budget); equal scores share a rank."""
@@ -1017,10 +1026,14 @@ def ranked(entries: list[BoardEntry]) -> list[tuple[int, BoardEntry]]:
     def group(entry: BoardEntry) -> tuple[str, str, str]:
         return entry.protocol, entry.env_id, entry.budget or ""
 
-    entries = sorted(entries, key=lambda e: (*group(e), -e.iqm, -e.mean, e.id))
+    def order(entry: BoardEntry) -> tuple[Any, ...]:
+        iqm_score, mean_score = rank_score(entry)
+        return (*group(entry), -iqm_score, -mean_score, entry.id)
+
+    entries = sorted(entries, key=order)
     rank, first, previous = 0, 0, None
     for position, entry in enumerate(entries):
-        current = (group(entry), (entry.iqm, entry.mean))
+        current = (group(entry), rank_score(entry))
         if previous is None or previous[0] != current[0]:
             first = position
         if previous != current:

@@ -327,6 +327,18 @@ def test_equal_scores_share_a_rank(board, tmp_path) -> None:
     assert all(entry.suite_iqm == entry.iqm for entry in read_board(board).entries)
 
 
+def test_equal_scores_summed_in_another_order_share_a_rank(tmp_path) -> None:
+    """0.1 + 0.2 + 0.3 and 0 + 0.3 + 0.3 differ in the last bit; both IQMs are 0.20."""
+    board = tmp_path / "board"
+    rising = [[True] * k + [False] * (10 - k) for k in (1, 2, 3)]
+    even = [[True] * k + [False] * (10 - k) for k in (0, 3, 3)]
+    assert submit(_runs(tmp_path / "fixed", even), board).accepted
+    assert submit(_runs(tmp_path / "hand", rising, "hand"), board).accepted
+    table = (board / "LEADERBOARD.md").read_text().splitlines()
+    rows = [line.split(" | ") for line in table if "| collect v1 |" in line]
+    assert {row[3]: row[0] for row in rows} == {"fixed": "| 1", "hand": "| 1"}
+
+
 def _with_budget(paths: list[Path], budget: dict) -> list[Path]:
     for path in paths:
         data = json.loads((path / "record.json").read_text())
