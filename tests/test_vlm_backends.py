@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -257,6 +258,22 @@ def test_missing_key_for_remote_server(monkeypatch: pytest.MonkeyPatch, tmp_path
         OpenAIBackend("m", base_url="https://example.invalid/v1", api_key_env="MY_VLM_KEY")
     # A local server needs no key.
     OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", api_key_env="MY_VLM_KEY")
+
+
+@pytest.mark.parametrize("url", ["localhost:11434/v1", "127.0.0.1:8000/v1", "ftp://host/v1"])
+def test_a_base_url_that_is_not_http_is_refused_naming_it(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without the check a missing scheme read as a remote server that needs a key, and with a
+    # key every request failed as "Connection error." and fell back to lp for the whole run.
+    with pytest.raises(ValueError, match=r"http:// or https://.*" + re.escape(repr(url))):
+        OpenAIBackend("m", base_url=url)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ValueError, match="http:// or https://"):
+        OpenAIBackend("m", base_url=url)
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    with pytest.raises(ValueError, match="http:// or https://"):
+        OpenAIBackend("m")
 
 
 def test_cache_serves_identical_requests(server: FakeServer, tmp_path: Path) -> None:

@@ -210,3 +210,10 @@ def test_google_api_key_also_accepted(monkeypatch: pytest.MonkeyPatch, tmp_path:
     transcript = Transcript(tmp_path)
     GeminiBackend(base_url="http://127.0.0.1:1", transcript=transcript)
     assert transcript.redact(f"k={FAKE_KEY}") == "k=***"
+
+
+@pytest.mark.parametrize("url", ["localhost:1234", "127.0.0.1:1234/v1beta"])
+def test_a_base_url_that_is_not_http_is_refused_naming_it(url: str) -> None:
+    # Without the check every request failed in transport and fell back to lp for the whole run.
+    with pytest.raises(ValueError, match=r"http:// or https://.*" + re.escape(repr(url))):
+        GeminiBackend(MODEL, base_url=url)

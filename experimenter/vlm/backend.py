@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -64,6 +65,18 @@ class EmptyAnswer(Exception):
         super().__init__(reason)
         self.reason = reason
         self.usage = usage
+
+
+def check_base_url(url: str) -> None:
+    """Refuse a model server's base URL that is not http(s) with a host (e.g.
+    "localhost:11434/v1" without its scheme): every request to it would fail in transport, each
+    failure a fallback, and the run would go on as lp under the model's label."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(
+            f"base_url must be an http:// or https:// URL with a host, such as "
+            f"http://localhost:11434/v1, got {url!r}"
+        )
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:

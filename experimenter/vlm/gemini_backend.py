@@ -7,7 +7,13 @@ import os
 from google import genai
 from google.genai import types
 
-from gameon.experimenter.vlm.backend import Backend, EmptyAnswer, Transcript, Usage
+from gameon.experimenter.vlm.backend import (
+    Backend,
+    EmptyAnswer,
+    Transcript,
+    Usage,
+    check_base_url,
+)
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 RETRY_STATUS_CODES = [408, 429, 500, 502, 503, 504]
@@ -38,8 +44,11 @@ class GeminiBackend(Backend):
         max_delay: float = 30.0,
         temperature: float | None = None,
     ) -> None:
-        """Build the client; a missing API key is a ValueError."""
+        """Build the client; a missing API key, or a base URL that is not http(s), is a
+        ValueError."""
         super().__init__("gemini", model, transcript, max_reasks=max_reasks, cache=cache)
+        if base_url is not None:
+            check_base_url(base_url)
         key = next((os.environ[e] for e in KEY_ENVS if os.environ.get(e)), "")
         if not key:
             raise ValueError(

@@ -9,7 +9,13 @@ from urllib.parse import urlparse
 
 import openai
 
-from gameon.experimenter.vlm.backend import Backend, EmptyAnswer, Transcript, Usage
+from gameon.experimenter.vlm.backend import (
+    Backend,
+    EmptyAnswer,
+    Transcript,
+    Usage,
+    check_base_url,
+)
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -43,9 +49,11 @@ class OpenAIBackend(Backend):
         cache: bool = False,
         temperature: float | None = None,
     ) -> None:
-        """Build the client; a missing key for a non-local server is a ValueError."""
+        """Build the client; a base URL that is not http(s), or a missing key for a non-local
+        server, is a ValueError."""
         super().__init__("openai", model, transcript, max_reasks=max_reasks, cache=cache)
         resolved_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        check_base_url(resolved_url)
         key = os.environ.get(api_key_env, "")
         if not key:
             if not is_local_url(resolved_url):
