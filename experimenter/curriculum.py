@@ -535,7 +535,7 @@ class HandCurriculum(Curriculum):
     def _rule_holds(self) -> bool:
         stage = self.stages[self.stage]
         full = len(self.window) == stage.window
-        return full and sum(self.window) >= stage.threshold * stage.window
+        return full and sum(self.window) / stage.window >= stage.threshold
 
     def _review_tasks(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(t for stage in self.stages[: self.stage] for t in stage.tasks))

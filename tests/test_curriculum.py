@@ -112,6 +112,15 @@ def test_hand_advances_exactly_when_the_rule_holds():
     assert stages_after(hand, fed) == [0, 0, 0, 0, 1], "2 of 4 < 0.75; then 3 of the last 4"
 
 
+def test_hand_advances_at_a_rate_equal_to_its_threshold():
+    # 14 of 25 is 0.56, yet 0.56 * 25 is 14.000000000000002 in floats: comparing the count with
+    # threshold * window kept the stage until a 15th success.
+    stage = Stage("reach", tuple(REACH), window=25, threshold=0.56)
+    hand = HandCurriculum([stage, STAGES[1]], seed=0)
+    fed = [(REACH[0], True)] * 14 + [(REACH[0], False)] * 11
+    assert stages_after(hand, fed)[-2:] == [0, 1]
+
+
 def test_hand_last_stage_stays():
     hand = HandCurriculum(STAGES, seed=0)
     hand.stage = 1
