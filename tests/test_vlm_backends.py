@@ -177,6 +177,20 @@ def test_malformed_json_then_good_reasks(server: FakeServer, tmp_path: Path) -> 
     assert server.requests[1]["messages"][0]["content"][0]["text"] == second["prompt"]
 
 
+def test_an_answer_with_a_lone_surrogate_is_re_asked_and_transcribed(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    # A JSON escape of half a surrogate pair (a token cut mid-emoji) decodes to a str that
+    # UTF-8 cannot encode: writing it to the transcript raised UnicodeEncodeError out of
+    # generate, which the curriculum does not catch, so the run stopped.
+    server.script(completion('{"skill": "\ud83d", "steps": 3}'), good())
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
+    first, second = backend.transcript.entries()
+    assert first["raw_response"] == '{"skill": "\ud83d", "steps": 3}' and first["error"]
+    assert second["error"] is None
+
+
 def test_a_refusal_and_an_answer_without_choices_are_billed_and_re_asked(
     server: FakeServer, tmp_path: Path
 ) -> None:

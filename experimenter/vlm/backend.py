@@ -178,12 +178,14 @@ class Transcript:
 
         A file left ending mid-line (a write torn off by a kill) gets a newline first, so the
         entry gets a line of its own: the fragment stays as an unreadable line that readers
-        skip, and every complete entry before and after it stays readable.
+        skip, and every complete entry before and after it stays readable. A lone surrogate (an
+        answer's escape of half an emoji), which UTF-8 cannot encode, is written as its JSON
+        escape, so it reads back as it came.
         """
         line = json.dumps(_redact_obj(entry, self._secrets), ensure_ascii=False)
         with self._lock:
             start = "\n" if _ends_mid_line(self.path) else ""
-            with open(self.path, "a", encoding="utf-8") as f:
+            with open(self.path, "a", encoding="utf-8", errors="backslashreplace") as f:
                 f.write(start + line + "\n")
                 f.flush()
                 os.fsync(f.fileno())
