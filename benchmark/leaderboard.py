@@ -680,7 +680,11 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
     for target in record.target_evaluations:
         what = f"{target.mode} {target.evaluation.env_id}"
         claims[what] = target.evaluation.success_rate()
-        reproduced[what] = _reevaluate_target(run, target.mode, target.evaluation).success_rate
+        try:
+            again = _reevaluate_target(run, target.mode, target.evaluation)
+        except ValueError as error:
+            return [f"{run.name}: verify: cannot re-run its {what} evaluation: {error}"]
+        reproduced[what] = again.success_rate
     mismatches = [
         f"{what} {claims[what]:.3f} claimed, {value:.3f} reproduced"
         for what, value in reproduced.items()
@@ -696,7 +700,8 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
 
 def _reevaluate_target(run: _Run, mode: str, claimed: Evaluation) -> EvalReport:
     """Run a collect v2 target evaluation again from the run folder's checkpoint: monolithic on
-    the claimed suite, composed with the skill library the record carries."""
+    the claimed suite, composed with the skill library the record carries (ValueError if it
+    carries none that loads)."""
     from gameon.evaluation import evaluate
     from gameon.policy import load_policy
 
@@ -707,6 +712,8 @@ def _reevaluate_target(run: _Run, mode: str, claimed: Evaluation) -> EvalReport:
     from gameon.experimenter.embodiment import evaluate_composed, learned_library
     from gameon.experimenter.skills import SkillLibrary
 
+    if "library" not in run.record.extra:
+        raise ValueError('the record carries no skill library (extra["library"]) to compose with')
     library = learned_library(SkillLibrary.from_dict(run.record.extra["library"]), checkpoint)
     practice = run.record.extra.get("practice_env_id", "GameOn/MultiSkill-v0")
     return evaluate_composed(library, claimed.env_id, claimed.episodes_per_skill, practice)

@@ -302,6 +302,30 @@ def test_verify_accepts_a_true_claim_and_rejects_a_doctored_one(tmp_path) -> Non
     _rejected(other, [doctored], "verify: no checkpoint at", verify=True, min_seeds=1)
 
 
+@pytest.mark.parametrize("library", [None, {"format": "not a library"}])
+def test_verify_rejects_a_composed_claim_without_a_library_it_can_load(tmp_path, library) -> None:
+    """A collect v2 record's composed evaluation is re-run with the skill library it carries:
+    one without it (or with a broken one) is rejected naming the run, not a KeyError."""
+    run = _checkpoint_run(tmp_path)
+    data = json.loads((run / "record.json").read_text())
+    data["protocol_version"] = 2
+    data["target_evaluations"] = [
+        {"mode": mode, "evaluation": data["evaluation"]} for mode in ("composed", "monolithic")
+    ]
+    if library is not None:
+        data["extra"]["library"] = library
+    (run / "record.json").write_text(json.dumps(data))
+    _rejected(
+        tmp_path / "board",
+        [run],
+        "collect__Reach-v0__fixed__bc__0",
+        f"verify: cannot re-run its composed {ENV_ID} evaluation",
+        'no skill library (extra["library"])' if library is None else "not a skill library",
+        verify=True,
+        min_seeds=1,
+    )
+
+
 def test_concurrent_submissions_both_land(tmp_path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
