@@ -552,22 +552,26 @@ def make_vlm_curriculum(
     """A vlm curriculum over `tasks` with a backend given by name (see make_backend) or built.
 
     `transcript` is a Transcript or the run folder to write `transcript.jsonl` in (None: no
-    transcript); `camera_env_id` renders the scene image from that env's front camera unless a
-    `camera` is given; `timeout` and `retries` are the backend's requests' (see make_backend).
-    Other options go to VLMCurriculum (interval, proposal_size, ...).
+    transcript; a built backend brings its own); `camera_env_id` renders the scene image from
+    that env's front camera unless a `camera` is given; `timeout` and `retries` are the
+    backend's requests' (see make_backend). Other options go to VLMCurriculum (interval,
+    proposal_size, ...).
     """
     if tasks is None:
         raise ValueError("the vlm curriculum needs tasks, e.g. task_set(env_id)")
-    if transcript is not None and not isinstance(transcript, Transcript):
-        transcript = Transcript(transcript)
     if isinstance(backend, str):
+        if transcript is not None and not isinstance(transcript, Transcript):
+            transcript = Transcript(transcript)
         backend = make_backend(
             backend, model, base_url, transcript, replay_path, timeout=timeout, retries=retries
         )
-    elif any(value is not None for value in (model, base_url, replay_path, timeout, retries)):
+    elif any(
+        value is not None for value in (model, base_url, transcript, replay_path, timeout, retries)
+    ):
         raise ValueError(
-            "model, base_url, replay_path, timeout and retries only apply to a backend given "
-            "by name"
+            "model, base_url, transcript, replay_path, timeout and retries only apply to a "
+            "backend given by name; a built backend takes them when it is built, e.g. "
+            "OpenAIBackend(model, transcript=Transcript(run_dir))"
         )
     if options.get("camera") is None and camera_env_id is not None:
         options["camera"] = SceneCamera(camera_env_id)

@@ -330,3 +330,13 @@ def test_timeout_and_retries_are_checked_and_only_for_backends_that_send_request
         make_backend("rules", timeout=60)
     with pytest.raises(ValueError, match="only apply to a backend given by name"):
         make_vlm_curriculum(TASKS, backend=make_backend("rules"), timeout=60)
+
+
+def test_a_transcript_beside_a_built_backend_is_refused(tmp_path: Path) -> None:
+    # It was dropped: the run went on and no call was ever written to it.
+    with pytest.raises(ValueError, match="transcript, .* only apply to a backend given by name"):
+        make_vlm_curriculum(TASKS, backend=make_backend("rules"), transcript=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    built = make_backend("rules", transcript=Transcript(tmp_path))
+    make_vlm_curriculum(TASKS, backend=built, interval=None).consult()
+    assert Transcript(tmp_path).entries()
