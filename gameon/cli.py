@@ -12,6 +12,7 @@ import math
 import os
 import select
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -25,6 +26,7 @@ try:
 except ModuleNotFoundError:  # without the cli extra: run_command says which extra to install
     tyro = None
 
+from gameon.atomic import FILE_MODE, check_writable
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
 from gameon.extras import first_missing, missing_extra
@@ -185,15 +187,25 @@ def _check(args: Demo) -> None:
 
 
 def write_video(path: Path, frames: list[np.ndarray], fps: int = FPS) -> None:
-    """Write RGB frames to an .mp4 (needs imageio-ffmpeg) or a looping .gif."""
+    """Write RGB frames to an .mp4 (needs imageio-ffmpeg) or a looping .gif, through a temporary
+    file and a rename, so that a failed or interrupted write leaves no half video at `path`."""
     import imageio.v3 as iio
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".gif":
-        iio.imwrite(path, np.stack(frames), duration=1000 / fps, loop=0)
-    else:
-        # macro_block_size=2: keep even sizes as they are (yuv420p only needs even sizes).
-        iio.imwrite(path, np.stack(frames), fps=fps, macro_block_size=2)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    temporary = Path(name)
+    try:
+        if path.suffix.lower() == ".gif":
+            iio.imwrite(temporary, np.stack(frames), duration=1000 / fps, loop=0)
+        else:
+            # macro_block_size=2: keep even sizes as they are (yuv420p only needs even sizes).
+            iio.imwrite(temporary, np.stack(frames), fps=fps, macro_block_size=2)
+        temporary.chmod(FILE_MODE)
+        temporary.replace(path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def demo(args: Demo) -> dict:
@@ -222,6 +234,14 @@ def demo(args: Demo) -> dict:
         obs, info = env.reset(seed=args.seed, options=options)
     except ValueError as error:
         raise UsageError(str(error).strip()) from None
+    try:
+        check_writable(args.out.parent)
+    except OSError as error:
+        env.close()
+        raise UsageError(
+            f"cannot write the video to {str(args.out)!r}: {error.strerror or error}; "
+            "give a path in a folder you can write"
+        ) from None
     expert = make_expert(env.unwrapped, args.noise, seed=args.seed)
     expert.reset()
     frames = [env.render()]
@@ -285,9 +305,11 @@ def experiment(args: Any) -> RunRecord:
     except ValueError as error:
         raise UsageError(" ".join(str(error).split())) from None
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        check_writable(run_dir)
     except OSError as error:
-        raise UsageError(f"--run-dir {run_dir} cannot be made: {error.strerror or error}") from None
+        raise UsageError(
+            f"--run-dir {run_dir} cannot be made or written: {error.strerror or error}"
+        ) from None
     print(plan_line(config, run_dir), flush=True)
     from gameon.experimenter.vlm.estimate import collect_estimate, estimate_lines
 

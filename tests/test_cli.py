@@ -470,3 +470,77 @@ def test_an_interrupted_experiment_says_how_to_resume_without_a_traceback(
         main(["experiment", "--run-dir", str(tmp_path / "run")])
     assert exit_info.value.code == 130
     assert capsys.readouterr().err == "interrupted: run the same command again to resume\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("out", ["/proc/x.gif", "/proc/gameon-test/x.gif"])
+def test_a_video_folder_that_cannot_hold_files_exits_2_before_the_episode(
+    capsys: pytest.CaptureFixture[str], out: str
+) -> None:
+    """The video was written after the episode, where /proc (a folder no one can write, even
+    root) or a read-only disk raised a traceback from deep in imageio."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--out", out])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"gameon: error: cannot write the video to {out!r}: ")
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_a_failed_video_write_leaves_no_half_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The video was written in place, so a write that failed or was interrupted midway left a
+    half video under the name the user asked for (or spoiled an earlier one there)."""
+    import imageio.v3 as iio
+
+    import gameon.cli
+
+    out = tmp_path / "demo.gif"
+    out.write_bytes(b"an earlier video")
+
+    def fail_midway(path: Path, frames: np.ndarray, **kwargs: object) -> None:
+        Path(path).write_bytes(b"half a video")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(iio, "imwrite", fail_midway)
+    frames = [np.zeros((16, 16, 3), np.uint8)] * 2
+    with pytest.raises(KeyboardInterrupt):
+        gameon.cli.write_video(out, frames)
+    assert out.read_bytes() == b"an earlier video"
+    assert [path.name for path in tmp_path.iterdir()] == ["demo.gif"]
+
+
+def test_a_run_dir_that_cannot_hold_files_exits_2_before_the_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An existing folder that could not be written (read-only disk, another user's) passed the
+    check, which only made the folder, and the run died in a traceback after its plan line."""
+    pytest.importorskip("torch")
+    import tempfile
+
+    import gameon.experimenter.loop
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    real = tempfile.TemporaryFile
+
+    def read_only(*args: object, dir: object = None, **kwargs: object) -> object:
+        if dir is not None and Path(str(dir)) == run_dir:
+            raise OSError(30, "Read-only file system")
+        return real(*args, dir=dir, **kwargs)
+
+    def run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    monkeypatch.setattr(gameon.experimenter.loop, "run_experiment", run)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["experiment", "--run-dir", str(run_dir)])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"gameon: error: --run-dir {run_dir} cannot be made or written: Read-only file system\n"
+    )
