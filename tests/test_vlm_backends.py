@@ -268,8 +268,10 @@ def test_timeout_raises(server: FakeServer, tmp_path: Path) -> None:
 
 def test_missing_key_for_remote_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("MY_VLM_KEY", raising=False)
-    with pytest.raises(ValueError, match="MY_VLM_KEY"):
+    with pytest.raises(ValueError, match="MY_VLM_KEY") as info:
         OpenAIBackend("m", base_url="https://example.invalid/v1", api_key_env="MY_VLM_KEY")
+    # A server elsewhere that checks no key (vLLM on another machine) is told what to set.
+    assert "takes any value: MY_VLM_KEY=none" in str(info.value)
     # A local server needs no key.
     OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", api_key_env="MY_VLM_KEY")
 

@@ -58,7 +58,9 @@ class OpenAIBackend(Backend):
         if not key:
             if not is_local_url(resolved_url):
                 raise ValueError(
-                    f"no API key for {resolved_url}: set the environment variable {api_key_env}"
+                    f"no API key for {resolved_url}: set the environment variable {api_key_env} "
+                    "(a server that checks no key, e.g. vLLM on another machine, takes any "
+                    f"value: {api_key_env}=none)"
                 )
             key = "local-no-key"
         else:
