@@ -55,6 +55,13 @@ COMMANDS = {
 """Every `gameon` command, as `gameon --help` lists them."""
 
 
+INTERRUPTED = {
+    "experiment": "run the same command again to resume",
+    "demo": "no video written",
+}
+"""What Ctrl-C left, said in place of a traceback (the harness's commands say their own)."""
+
+
 class UsageError(Exception):
     """A bad option value: reported in one line, exit code 2."""
 
@@ -419,9 +426,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(line, file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        if command_name(arguments) != "experiment":
-            raise
-        print("interrupted: run the same command again to resume", file=sys.stderr)
+        detail = INTERRUPTED.get(command_name(arguments))
+        print("interrupted" + (f": {detail}" if detail else ""), file=sys.stderr)
         raise SystemExit(130) from None
 
 

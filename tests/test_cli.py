@@ -544,3 +544,23 @@ def test_a_run_dir_that_cannot_hold_files_exits_2_before_the_run(
     assert captured.err == (
         f"gameon: error: --run-dir {run_dir} cannot be made or written: Read-only file system\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "line"), [("demo", "interrupted: no video written\n"), ("envs", "interrupted\n")]
+)
+def test_ctrl_c_in_any_command_is_one_line_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, line: str
+) -> None:
+    """Ctrl-C in `gameon demo` (or `envs`) printed a traceback from wherever the episode was."""
+    import gameon.cli
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gameon.cli, "demo", interrupted)
+    monkeypatch.setattr(gameon.cli, "list_envs", interrupted)
+    with pytest.raises(BaseException) as exit_info:  # the interrupt itself, unfixed: a failure
+        main([command])
+    assert exit_info.type is SystemExit and exit_info.value.code == 130
+    assert capsys.readouterr().err == line
