@@ -56,7 +56,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gameon.atomic import atomic_write, check_writable, file_lock
+from gameon.atomic import check_writable, file_lock
 from gameon.benchmark.leaderboard import (
     BOARD_FILE,
     LOCK_FILE,
@@ -74,9 +74,9 @@ from gameon.benchmark.leaderboard import (
     contradictions,
     entry_number,
     read_board,
-    render_markdown,
     shown_protocol,
     training_config,
+    write_board,
 )
 from gameon.evaluation import SUITE_SEED
 from gameon.records import RANKED_MODE, Evaluation, RunRecord, load_record
@@ -660,9 +660,7 @@ def write_audit(board_dir: Path, entry_id: str, audit: EntryAudit) -> BoardEntry
         audits[-1] = audit.model_copy(update={"audited": audit_verdict(audits)})
         written = entry.model_copy(update={"audits": audits})
         entries = [written if e.id == entry_id else e for e in board.entries]
-        updated = Board(entries=entries, next_number=board.next_number)
-        atomic_write(board_dir / BOARD_FILE, updated.model_dump_json(indent=1) + "\n")
-        atomic_write(board_dir / MARKDOWN_FILE, render_markdown(updated))
+        write_board(board_dir, Board(entries=entries, next_number=board.next_number))
     return written
 
 

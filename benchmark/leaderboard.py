@@ -65,7 +65,7 @@ from typing import Any, Literal
 import gymnasium as gym
 from pydantic import ValidationError, model_validator
 
-from gameon.atomic import atomic_write, file_lock
+from gameon.atomic import atomic_write, defer_sigint, file_lock
 from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
 from gameon.benchmark.stats import iqm, iqm_ci
 from gameon.envs import ENV_SKILLS
@@ -856,7 +856,7 @@ def _shared_evidence(run: _Run, known: Sequence[_Evidence]) -> list[str]:
 
 
 def _store(runs: Sequence[_Run], board: Board, board_dir: Path, verified: bool) -> BoardEntry:
-    """Copy the records, then append the entry to leaderboard.json, then rewrite LEADERBOARD.md."""
+    """Copy the records, then append the entry to leaderboard.json and rewrite LEADERBOARD.md."""
     runs = sorted(runs, key=lambda r: r.record.seed)
     digest = hashlib.sha256("".join(run_hash(r.record) for r in runs).encode()).hexdigest()
     number = next_entry_number(board)
@@ -874,9 +874,16 @@ def _store(runs: Sequence[_Run], board: Board, board_dir: Path, verified: bool) 
         board_runs.append(_board_run(run, copy.relative_to(board_dir)))
     entry = _entry(entry_id, [r.record for r in runs], board_runs, verified)
     updated = Board(entries=[*board.entries, entry], next_number=number + 1)
-    atomic_write(board_dir / BOARD_FILE, updated.model_dump_json(indent=1) + "\n")
-    atomic_write(board_dir / MARKDOWN_FILE, render_markdown(updated))
+    write_board(board_dir, updated)
     return entry
+
+
+def write_board(board_dir: Path, board: Board) -> None:
+    """Write leaderboard.json and LEADERBOARD.md, each atomically and Ctrl-C held back between
+    them, so the table never misses what the board holds."""
+    with defer_sigint():
+        atomic_write(board_dir / BOARD_FILE, board.model_dump_json(indent=1) + "\n")
+        atomic_write(board_dir / MARKDOWN_FILE, render_markdown(board))
 
 
 def entry_number(entry_id: str) -> int:

@@ -11,6 +11,7 @@ import gymnasium as gym
 import pytest
 from record_factory import ENV_ID, make_record, write_run
 
+from gameon.atomic import atomic_write
 from gameon.benchmark.commands import main
 from gameon.benchmark.leaderboard import BoardError, EntryAudit, read_board, submit
 from gameon.evaluation import evaluate
@@ -324,6 +325,30 @@ def test_verify_rejects_a_composed_claim_without_a_library_it_can_load(tmp_path,
         verify=True,
         min_seeds=1,
     )
+
+
+def test_ctrl_c_while_the_board_is_written_leaves_the_table_matching_it(
+    board, tmp_path, monkeypatch
+) -> None:
+    """Ctrl-C just after leaderboard.json is replaced is held back until LEADERBOARD.md is too,
+    so the table never misses an entry the board holds."""
+    import signal
+
+    from gameon.benchmark import leaderboard
+
+    def write_then_interrupt(path: Path, data: str | bytes) -> Path:
+        written = atomic_write(path, data)
+        if path.name == leaderboard.BOARD_FILE:
+            signal.raise_signal(signal.SIGINT)
+        return written
+
+    monkeypatch.setattr(leaderboard, "atomic_write", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        submit(_runs(tmp_path / "lp", LP, "lp"), board)
+    entries = read_board(board).entries
+    assert [e.curriculum_label for e in entries] == ["fixed", "lp"]
+    table = (board / "LEADERBOARD.md").read_text()
+    assert all(entry.id in table for entry in entries), table
 
 
 def test_concurrent_submissions_both_land(tmp_path) -> None:
