@@ -349,6 +349,24 @@ def test_replay_reproduces_recorded_run(tmp_path: Path) -> None:
     assert_no_secret(tmp_path)
 
 
+def test_a_replay_re_asks_an_answer_without_text_as_the_run_did(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    # Replayed as the empty text "", it was re-asked with a JSON parse error instead of the
+    # recorded reason, so the re-ask's prompt and hash differed and matched only by order.
+    refusal = json.loads(completion("", 13, 3).body)
+    refusal["choices"][0]["message"] = {"role": "assistant", "content": None, "refusal": "no"}
+    server.script(Scripted(200, json.dumps(refusal)), good())
+    recorded = make_backend(server, tmp_path / "run").generate("Plan it", [], Plan, module="m")
+    replay = ReplayBackend(tmp_path / "run", Transcript(tmp_path / "replayed"))
+    assert replay.generate("Plan it", [], Plan, module="m") == recorded
+    assert replay.order_matches == 0 and replay.calls == 2
+    assert replay.total_usage.prompt_tokens == 13 + 11
+    run, replayed = Transcript(tmp_path / "run").entries(), replay.transcript.entries()
+    assert [e["prompt"] for e in replayed] == [e["prompt"] for e in run]
+    assert [e["error"] for e in replayed] == [e["error"] for e in run]
+
+
 def test_a_replay_skips_the_answers_of_an_iteration_a_kill_abandoned(tmp_path: Path) -> None:
     """A resumed run asks again what its killed iteration asked: the replay must give the answers
     the run went on with, not the abandoned ones, though both have the same request hash."""

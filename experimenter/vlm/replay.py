@@ -19,6 +19,7 @@ from typing import Any
 from gameon.experimenter.vlm.backend import (
     TRANSCRIPT_FILE,
     Backend,
+    EmptyAnswer,
     Transcript,
     Usage,
     VLMError,
@@ -95,7 +96,8 @@ class ReplayBackend(Backend):
     def _complete_request(
         self, prompt: str, images: list[bytes], schema: dict, req_hash: str, module: str
     ) -> tuple[str, Usage]:
-        """Return the next recorded answer for this hash (else module); failures fail again."""
+        """Return the next recorded answer for this hash (else module); failures fail again,
+        and an answer served without text is that again, with its recorded reason."""
         with self._lock:
             index = self._next(self._by_hash.get(req_hash, []))
             if index is None:
@@ -113,4 +115,6 @@ class ReplayBackend(Backend):
             raise VLMUnreachable(
                 f"replay: recorded failure for module {module!r}: {entry.get('error')}"
             )
+        if entry["raw_response"] == "" and entry.get("error"):
+            raise EmptyAnswer(str(entry["error"]), entry_usage(entry))
         return str(entry["raw_response"]), entry_usage(entry)
