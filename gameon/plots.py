@@ -10,6 +10,10 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+"""One hollow marker shape per skill, so skills whose curves coincide (all at 0 early in a run)
+each still show where one line covers the others."""
+
 
 def skill_curves_png(
     curves: Mapping[str, Sequence[float]],
@@ -25,11 +29,17 @@ def skill_curves_png(
     from matplotlib.ticker import MaxNLocator
 
     figure, axes = plt.subplots(figsize=size)
-    for skill, rates in curves.items():
-        axes.plot(range(len(rates)), list(rates), marker="o", label=skill)
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for index, (skill, rates) in enumerate(curves.items()):
+        marker = MARKERS[index % len(MARKERS)]
+        axes.plot(
+            range(len(rates)), list(rates), marker=marker, markerfacecolor="none", label=skill
+        )
+    if max((len(rates) for rates in curves.values()), default=0) == 1:
+        axes.set_xticks([0])  # the locator would tick fractions of an iteration around it
+    else:
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("iteration")
-    axes.set_ylabel("evaluated success")
+    axes.set_ylabel("evaluated success rate")
     axes.set_ylim(-0.05, 1.05)
     if title:
         axes.set_title(title)
