@@ -331,10 +331,11 @@ def experiment(args: Any) -> RunRecord:
         evaluation = target.evaluation
         skills = ENV_SKILLS[evaluation.env_id][0]
         ranked = target.mode == RANKED_MODE and evaluation.env_id == record.env_id
+        episodes = len(evaluation.episodes)
         print(
             f"target:   {evaluation.env_id} ({', '.join(skills)}), {target.mode}: success "
-            f"{evaluation.success_rate(tuple(skills)):.2f} over {len(evaluation.episodes)} "
-            f"episodes{' (the ranked score)' if ranked else ''}"
+            f"{evaluation.success_rate(tuple(skills)):.2f} over {episodes} "
+            f"episode{'' if episodes == 1 else 's'}{' (the ranked score)' if ranked else ''}"
         )
     print(f"record:   {run_dir / 'record.json'}")
     print(f"curves:   {run_dir / 'curves.png'}")

@@ -195,6 +195,7 @@ def test_experiment_runs_and_prints_where_its_files_are(
         "--seed-episodes", "2",
         "--num-updates", "100",
         "--eval-episodes-per-skill", "1",
+        "--target-eval-episodes", "1",
         "--no-auto-stop",
         "--no-progress",
         "--run-dir", str(run_dir),
@@ -209,7 +210,7 @@ def test_experiment_runs_and_prints_where_its_files_are(
     assert str(run_dir / "record.json") in out and str(run_dir / "curves.png") in out
     assert (run_dir / "record.json").is_file() and (run_dir / "curves.png").is_file()
     record = load_record(run_dir / "record.json")
-    ranked = f"composed: success {record.target_success:.2f} over 20 episodes (the ranked score)"
+    ranked = f"composed: success {record.target_success:.2f} over 1 episode (the ranked score)"
     assert f"target:   GameOn/Reach-v0 (reach), {ranked}" in out
     assert "target:   GameOn/Reach-v0 (reach), monolithic: success " in out
     with pytest.raises(SystemExit) as exit_info:  # same folder, another config: refused
