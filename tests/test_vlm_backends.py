@@ -292,6 +292,19 @@ def test_a_base_url_that_is_not_http_is_refused_naming_it(
         OpenAIBackend("m")
 
 
+def test_a_key_read_with_surrounding_whitespace_is_sent_without_it(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A key pasted with a newline or space made every request fail as "Connection error." (an
+    # illegal header value), so the whole run fell back to lp.
+    monkeypatch.setenv("OPENAI_API_KEY", f" {FAKE_KEY}\n")
+    server.script(good())
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
+    assert server.headers[0]["authorization"] == f"Bearer {FAKE_KEY}"
+    assert backend.transcript.redact(FAKE_KEY) == "***"
+
+
 def test_cache_serves_identical_requests(server: FakeServer, tmp_path: Path) -> None:
     server.script(good("lift", 2))
     backend = make_backend(server, tmp_path, cache=True)

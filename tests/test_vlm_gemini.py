@@ -217,3 +217,16 @@ def test_a_base_url_that_is_not_http_is_refused_naming_it(url: str) -> None:
     # Without the check every request failed in transport and fell back to lp for the whole run.
     with pytest.raises(ValueError, match=r"http:// or https://.*" + re.escape(repr(url))):
         GeminiBackend(MODEL, base_url=url)
+
+
+def test_a_key_read_with_surrounding_whitespace_is_sent_without_it(
+    server: FakeGemini, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A key pasted with a newline or space made every request fail in transport, so the whole
+    # run fell back to lp.
+    monkeypatch.setenv("GEMINI_API_KEY", f" {FAKE_KEY}\n")
+    server.script(good())
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
+    assert server.headers[0]["x-goog-api-key"] == FAKE_KEY
+    assert backend.transcript.redact(FAKE_KEY) == "***"

@@ -28,7 +28,8 @@ class GeminiBackend(Backend):
     safety block, a token limit) is billed: its tokens count and it is re-asked. The API key is
     read from GEMINI_API_KEY (else GOOGLE_API_KEY) once, here; it travels in the
     `x-goog-api-key` header, never in the URL, and is registered as a secret, so it is scrubbed
-    from every error message and transcript entry.
+    from every error message and transcript entry. Whitespace around it (a pasted newline) is
+    dropped, so the key scrubbed is the key sent.
     """
 
     def __init__(
@@ -49,15 +50,16 @@ class GeminiBackend(Backend):
         super().__init__("gemini", model, transcript, max_reasks=max_reasks, cache=cache)
         if base_url is not None:
             check_base_url(base_url)
-        key = next((os.environ[e] for e in KEY_ENVS if os.environ.get(e)), "")
+        keys = [os.environ.get(env, "").strip() for env in KEY_ENVS]
+        key = next((secret for secret in keys if secret), "")
         if not key:
             raise ValueError(
                 "no Gemini API key: set the environment variable GEMINI_API_KEY (or "
                 "GOOGLE_API_KEY); to run offline use `--vlm-backend rules` or replay a recorded "
                 "transcript instead"
             )
-        for env in KEY_ENVS:
-            self.add_secret(os.environ.get(env, ""))
+        for secret in keys:
+            self.add_secret(secret)
         self.base_url = base_url
         self.temperature = temperature
         http_options = types.HttpOptions(

@@ -34,7 +34,8 @@ class OpenAIBackend(Backend):
     fails becomes a VLMError. A response without text (a refusal, a token limit) is billed: its
     tokens count and it is re-asked. The API key is read from `api_key_env` once, here, and
     lives only inside the client; it is registered as a secret, so it is scrubbed from every
-    error message and transcript entry.
+    error message and transcript entry. Whitespace around it (a pasted newline) is dropped: in
+    a header it fails every request.
     """
 
     def __init__(
@@ -54,7 +55,7 @@ class OpenAIBackend(Backend):
         super().__init__("openai", model, transcript, max_reasks=max_reasks, cache=cache)
         resolved_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         check_base_url(resolved_url)
-        key = os.environ.get(api_key_env, "")
+        key = os.environ.get(api_key_env, "").strip()
         if not key:
             if not is_local_url(resolved_url):
                 raise ValueError(
