@@ -206,6 +206,21 @@ def test_a_refusal_and_an_answer_without_choices_are_billed_and_re_asked(
     assert backend.calls == 3 and backend.total_usage.prompt_tokens == 13 + 13 + 11
 
 
+def test_an_answer_given_as_content_parts_is_read_from_its_text_parts(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    # A list of parts (as some servers send for reasoning models) raised AttributeError out of
+    # generate, which the curriculum does not catch, so the run stopped.
+    reply = json.loads(completion("").body)
+    reply["choices"][0]["message"]["content"] = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]},
+        {"type": "text", "text": json.dumps({"skill": "lift", "steps": 2})},
+    ]
+    server.script(Scripted(200, json.dumps(reply)))
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="lift", steps=2)
+
+
 def test_schema_violation_until_limit_raises(server: FakeServer, tmp_path: Path) -> None:
     bad = completion(json.dumps({"skill": "grasp"}))  # steps missing
     server.script(bad, bad, bad)

@@ -102,8 +102,22 @@ class OpenAIBackend(Backend):
         if not response.choices:
             raise EmptyAnswer("the response has no choices", usage)
         choice = response.choices[0]
-        if not choice.message.content:
+        text = _message_text(choice.message.content)
+        if not text:
             refusal = getattr(choice.message, "refusal", None)
             why = f"refused: {refusal}" if refusal else f"finish reason {choice.finish_reason}"
             raise EmptyAnswer(f"the answer has no text ({why})", usage)
-        return choice.message.content, usage
+        return text, usage
+
+
+def _message_text(content: object) -> str:
+    """A message's answer text: its content, or the text parts of content given as a list of
+    parts (some OpenAI-compatible servers answer so, e.g. a reasoning model's thinking part
+    beside its text part), so that such an answer is read rather than stopping the run."""
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return "" if content is None else str(content)
