@@ -61,7 +61,7 @@ class OpenAIBackend(Backend):
                 raise ValueError(
                     f"no API key for {resolved_url}: set the environment variable {api_key_env} "
                     "(a server that checks no key, e.g. vLLM on another machine, takes any "
-                    f"value: {api_key_env}=none)"
+                    f"value: {api_key_env}=sk-no-key)"
                 )
             key = "local-no-key"
         else:
