@@ -245,12 +245,18 @@ def submit(
     tolerance: float = TOLERANCE,
 ) -> Submission:
     """Validate the run records of one group and, if every check passes, add them to the board.
-    ValueError if no paths are given (a usage error, not a rejected submission)."""
+    ValueError if no paths are given or board_dir is a file (a usage error, not a rejected
+    submission)."""
     board_dir = Path(board_dir)
     if not paths:
         raise ValueError(
             "no run records given: pass the record.json files or run folders of one group, "
             "e.g. gameon leaderboard submit runs/bench/paper/collect__* --board results"
+        )
+    if board_dir.exists() and not board_dir.is_dir():
+        raise ValueError(
+            f"the board {board_dir} is a file, not a folder: give --board the folder of "
+            f"{BOARD_FILE} and {MARKDOWN_FILE} (created if missing)"
         )
     read_board(board_dir)
     runs, reasons = _load(paths)

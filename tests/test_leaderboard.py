@@ -94,6 +94,15 @@ def test_submitting_no_records_is_a_usage_error(board, tmp_path, capsys) -> None
     assert _snapshot(board) == before and not (tmp_path / "new").exists()
 
 
+def test_a_board_that_is_a_file_is_a_usage_error(tmp_path, capsys) -> None:
+    runs = _runs(tmp_path / "fixed", FIXED)
+    board = tmp_path / "board.json"
+    board.write_text("{}")
+    assert main(["leaderboard", "submit", *map(str, runs), "--board", str(board)]) == 2
+    assert f"the board {board} is a file, not a folder" in capsys.readouterr().err
+    assert board.read_text() == "{}"
+
+
 def _edit(folder: Path, change) -> Path:
     """Apply `change` to the record of a run folder, as a hand edit would."""
     data = json.loads((folder / "record.json").read_text())
