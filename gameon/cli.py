@@ -29,6 +29,7 @@ except ModuleNotFoundError:  # without the cli extra: run_command says which ext
 from gameon.atomic import FILE_MODE, check_writable
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
+from gameon.evaluation import mp4_writer
 from gameon.extras import first_missing, missing_extra
 
 if TYPE_CHECKING:
@@ -196,6 +197,11 @@ def _check(args: Demo) -> None:
 def write_video(path: Path, frames: list[np.ndarray], fps: int = FPS) -> None:
     """Write RGB frames to an .mp4 (needs imageio-ffmpeg) or a looping .gif, through a temporary
     file and a rename, so that a failed or interrupted write leaves no half video at `path`."""
+    if path.suffix.lower() == ".mp4":
+        with mp4_writer(path, fps) as write:
+            for frame in frames:
+                write(frame)
+        return
     import imageio.v3 as iio
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,16 +209,11 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int = FPS) -> None:
     os.close(fd)
     temporary = Path(name)
     try:
-        if path.suffix.lower() == ".gif":
-            iio.imwrite(temporary, np.stack(frames), duration=1000 / fps, loop=0)
-        else:
-            # macro_block_size=2: keep even sizes as they are (yuv420p only needs even sizes).
-            iio.imwrite(temporary, np.stack(frames), fps=fps, macro_block_size=2)
+        iio.imwrite(temporary, np.stack(frames), duration=1000 / fps, loop=0)
         temporary.chmod(FILE_MODE)
         temporary.replace(path)
-    except BaseException:
+    finally:
         temporary.unlink(missing_ok=True)
-        raise
 
 
 def demo(args: Demo) -> dict:

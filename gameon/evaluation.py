@@ -11,13 +11,16 @@ method, which `evaluate` calls at the start of every episode. Success is the ora
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import os
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
+from gameon.atomic import FILE_MODE
 from gameon.envs import ENV_SKILLS, language
 
 SUITE_SEED = 10_000
@@ -135,7 +138,8 @@ def evaluate(
     whose info has `env_steps` counts that many env steps in the episode's length.
 
     With `video`, the episodes are also filmed one after another into that MP4 file (its folder is
-    created) at the env's render fps; this needs imageio and its ffmpeg plugin.
+    created; the file appears once the last episode ends) at the env's render fps; this needs
+    imageio and its ffmpeg plugin.
     """
     suite = suite if suite is not None else evaluation_suite(env_id, episodes_per_skill)
     kwargs = dict(env_kwargs or {})
@@ -148,7 +152,8 @@ def evaluate(
             env = wrapper(env)
         frame_sinks = [] if on_frame is None else [on_frame]
         if video is not None:
-            frame_sinks.append(stack.enter_context(_video_writer(video, env)).append_data)
+            fps = env.metadata["render_fps"]
+            frame_sinks.append(stack.enter_context(mp4_writer(video, fps)))
         episodes = []
         reset_policy = getattr(policy, "reset", None)
         for task in suite:
@@ -178,12 +183,28 @@ def evaluate(
     return EvalReport(env_id, tuple(episodes))
 
 
-def _video_writer(path: Path, env: gym.Env):  # an imageio writer, usable as a context manager
+@contextlib.contextmanager
+def mp4_writer(path: Path, fps: float) -> Iterator[Callable[[np.ndarray], None]]:
+    """Frames to an MP4 (imageio's ffmpeg plugin) through a temporary file beside `path`, renamed
+    to it once the block ends, so that a video stopped midway (an error, Ctrl-C) leaves none."""
     import imageio.v2 as imageio
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return imageio.get_writer(path, fps=env.metadata["render_fps"], macro_block_size=2)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".mp4")
+    os.close(fd)
+    temporary = Path(name)
+    try:
+        # macro_block_size=2: keep even sizes as they are (yuv420p only needs even sizes).
+        writer = imageio.get_writer(temporary, fps=fps, macro_block_size=2)
+        try:
+            yield writer.append_data
+        finally:
+            writer.close()  # imageio's exit skips it after an error: ffmpeg would write on later
+        temporary.chmod(FILE_MODE)
+        temporary.replace(path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def format_table(evaluation: EvalReport | dict) -> str:

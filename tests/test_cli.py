@@ -7,6 +7,7 @@ import re
 import runpy
 import subprocess
 import sys
+from collections.abc import Generator
 from pathlib import Path
 
 import numpy as np
@@ -489,28 +490,41 @@ def test_a_video_folder_that_cannot_hold_files_exits_2_before_the_episode(
     assert len(captured.err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
 def test_a_failed_video_write_leaves_no_half_file(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, suffix: str
 ) -> None:
-    """The video was written in place, so a write that failed or was interrupted midway left a
-    half video under the name the user asked for (or spoiled an earlier one there)."""
-    import imageio.v3 as iio
-
+    """The video was written in place, so a write that failed or was interrupted midway (here a
+    full disk) left a half video under the name the user asked for, over an earlier one."""
+    iio = pytest.importorskip("imageio.v3")
     import gameon.cli
 
-    out = tmp_path / "demo.gif"
-    out.write_bytes(b"an earlier video")
-
-    def fail_midway(path: Path, frames: np.ndarray, **kwargs: object) -> None:
+    def gif_half_written(path: Path, frames: np.ndarray, **kwargs: object) -> None:
         Path(path).write_bytes(b"half a video")
-        raise KeyboardInterrupt
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(iio, "imwrite", fail_midway)
-    frames = [np.zeros((16, 16, 3), np.uint8)] * 2
-    with pytest.raises(KeyboardInterrupt):
-        gameon.cli.write_video(out, frames)
+    def mp4_disk_full(*args: object, **kwargs: object) -> Generator[None, np.ndarray, None]:
+        encoder = real_frames(*args, **kwargs)
+        encoder.send(None)
+        try:
+            for _ in range(2):
+                encoder.send((yield))
+        finally:
+            encoder.close()  # ffmpeg ends the file with the frames it got
+        raise OSError(28, "No space left on device")
+
+    if suffix == ".gif":
+        monkeypatch.setattr(iio, "imwrite", gif_half_written)
+    else:
+        imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+        real_frames = imageio_ffmpeg.write_frames
+        monkeypatch.setattr(imageio_ffmpeg, "write_frames", mp4_disk_full)
+    out = tmp_path / f"demo{suffix}"
+    out.write_bytes(b"an earlier video")
+    with pytest.raises(OSError, match="No space left on device"):
+        gameon.cli.write_video(out, [np.zeros((16, 16, 3), np.uint8)] * 5)
     assert out.read_bytes() == b"an earlier video"
-    assert [path.name for path in tmp_path.iterdir()] == ["demo.gif"]
+    assert [path.name for path in tmp_path.iterdir()] == [out.name]
 
 
 def test_a_run_dir_that_cannot_hold_files_exits_2_before_the_run(
