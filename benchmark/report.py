@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gameon.atomic import atomic_write
+from gameon.atomic import atomic_write, defer_sigint
 from gameon.benchmark.runs import ERROR_FILE, failure_reason, was_interrupted
 from gameon.benchmark.stats import (
     MIN_RUNS_FOR_INTERVAL,
@@ -367,8 +367,9 @@ def across_envs(records: Sequence[RunRecord]) -> list[dict]:
 
 def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> ReportPaths:
     """Aggregate every run record under results_dir; write report.md, report.json and plots into
-    out_dir (default results_dir). ValueError, with nothing written, if there is nothing to report
-    or out_dir is a file or cannot be created."""
+    out_dir (default results_dir), Ctrl-C held back between report.json and report.md so that
+    the two always describe one report. ValueError, with nothing written, if there is nothing to
+    report or out_dir is a file or cannot be created."""
     results_dir = Path(results_dir)
     out = Path(out_dir) if out_dir is not None else results_dir
     if out.exists() and not out.is_dir():
@@ -401,9 +402,10 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         "plots": [p.name for p in plots],
         "method": METHOD,
     }
-    json_path = _write(out / "report.json", json.dumps(summary, indent=1) + "\n")
     markdown = render_markdown(summary)
-    markdown_path = _write(out / "report.md", markdown)
+    with defer_sigint():
+        json_path = _write(out / "report.json", json.dumps(summary, indent=1) + "\n")
+        markdown_path = _write(out / "report.md", markdown)
     return ReportPaths(markdown=markdown_path, json=json_path, plots=plots, skipped=skipped)
 
 

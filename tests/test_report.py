@@ -188,6 +188,28 @@ def test_report_writes_to_out_dir(tmp_path) -> None:
     assert not (tmp_path / "runs" / "report.md").exists()
 
 
+def test_ctrl_c_after_report_json_still_writes_the_markdown_of_that_report(
+    tmp_path, monkeypatch
+) -> None:
+    """A report.md left from an earlier report beside a new report.json would contradict it."""
+    import signal
+
+    real = report.atomic_write
+
+    def write_then_interrupt(path, data):
+        written = real(path, data)
+        if path.name == "report.json":
+            signal.raise_signal(signal.SIGINT)
+        return written
+
+    write_run(tmp_path / "runs", make_record(0, FIXED[0]))
+    monkeypatch.setattr(report, "atomic_write", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(tmp_path / "runs")
+    generated = json.loads((tmp_path / "runs" / "report.json").read_text())["generated"]
+    assert f"generated {generated}." in (tmp_path / "runs" / "report.md").read_text()
+
+
 def test_a_run_copied_into_other_folders_is_counted_once(tmp_path, capsys) -> None:
     """Copies of one run folder are one seed, not several: the folder named after the run is
     counted and the copies are listed as skipped, whatever order their names sort in."""
