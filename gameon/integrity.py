@@ -186,13 +186,18 @@ def check_checkpoint(path: str | Path) -> BadFile | None:
     from gameon.policy import load_checkpoint
 
     path = Path(path)
+    if path.is_dir():
+        return BadFile(path, "a folder, not a checkpoint file")
     if not path.is_file():
         return BadFile(path, "missing")
     try:
         load_checkpoint(path)
     except (ValueError, KeyError, TypeError) as error:
-        detail = _first_line(error).removeprefix(f"{path} is not a readable checkpoint ")
-        return BadFile(path, f"not a readable checkpoint {detail}"[:200])
+        detail = _first_line(error)
+        for prefix in (f"{path} is ", f"{path}: "):  # BadFile names the path itself
+            if detail.startswith(prefix):
+                return BadFile(path, detail.removeprefix(prefix)[:200])
+        return BadFile(path, f"not a readable checkpoint ({detail})"[:200])
     return None
 
 
