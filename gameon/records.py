@@ -44,10 +44,10 @@ from gameon.integrity import (
 RECORD_FORMAT = "gameon-run-record-v1"
 PROTOCOLS = ("online", "collect")
 RECORD_FILE = "record.json"
+"""Name of the run record inside a run's folder."""
 TARGET_MODES = ("composed", "monolithic")
 RANKED_MODE = "composed"
 """The target evaluation that ranks collect v2 runs; the other is shown beside it."""
-"""Name of the run record inside a run's folder."""
 
 
 Skill = Literal[SKILLS]
