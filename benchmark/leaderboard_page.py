@@ -76,10 +76,15 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 def write_page(leaderboard_json: Path = DEFAULT_BOARD, out: Path | None = None) -> Path:
     """Write the static page of the board in `leaderboard_json` (default: index.html in the
-    board's entries folder, beside the records it links to) atomically; the page's path."""
+    board's entries folder, beside the records it links to) atomically; the page's path.
+    ValueError if `out` is a folder: it names the page's file."""
     leaderboard_json = Path(leaderboard_json)
     board = load_board(leaderboard_json)
     out = Path(out) if out else leaderboard_json.parent / ENTRIES_DIR / PAGE_FILE
+    if out.is_dir():
+        raise ValueError(
+            f"--out {out} is a folder; --out names the page's file, e.g. --out {out / PAGE_FILE}"
+        )
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return atomic_write(out, render_page(board, leaderboard_json.parent, out.parent, generated))
 

@@ -182,6 +182,16 @@ def test_gameon_leaderboard_html_and_submit_write_the_page(
     assert [row["id"] for row in _rows(fresh / "leaderboard" / "index.html")] == [entry.id]
 
 
+def test_an_out_that_is_a_folder_is_refused_in_one_line(
+    board: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ["leaderboard", "html", "--leaderboard", str(board / "leaderboard.json")]
+    assert main([*command, "--out", str(tmp_path)]) == 2
+    said = capsys.readouterr().err
+    assert f"--out {tmp_path} is a folder; --out names the page's file, e.g. --out " in said
+    assert list(tmp_path.iterdir()) == []
+
+
 def _chromium() -> str:
     chromium = find_chromium()
     if chromium is None:
