@@ -186,6 +186,11 @@ def _check(args: Demo) -> None:
         raise UsageError(f"--noise must be a number of at least 0, got {args.noise}")
     if args.seed < 0:
         raise UsageError(f"--seed must be at least 0, got {args.seed}")
+    if args.out.is_dir():
+        raise UsageError(
+            f"cannot write the video to {str(args.out)!r}: it is a folder; give a file name in it, "
+            "e.g. demo.mp4"
+        )
     existing = next(p for p in (args.out.parent, *args.out.parent.parents) if p.exists())
     if not existing.is_dir():
         raise UsageError(

@@ -73,19 +73,26 @@ def test_bad_video_suffix_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture,
         (["--seed", "-1"], "--seed must be at least 0, got -1"),
         (["--noise", "nan"], "--noise must be a number of at least 0, got nan"),
         (["--out", "{file}/x.gif"], "cannot write the video to '{file}/x.gif'"),
+        (["--out", "{folder}"], "cannot write the video to '{folder}': it is a folder"),
     ],
 )
 def test_bad_demo_values_exit_2_before_the_episode(
     tmp_path: Path, capsys: pytest.CaptureFixture, flags: list[str], message: str
 ) -> None:
+    """A folder named as the video (videos.mp4/) was found only by the rename after the episode,
+    which raised a traceback."""
     file = tmp_path / "file"
     file.write_text("not a folder")
-    args = ["demo", "--out", str(tmp_path / "x.gif"), *(f.format(file=file) for f in flags)]
+    folder = tmp_path / "videos.mp4"
+    folder.mkdir()
+    paths = {"file": file, "folder": folder}
+    args = ["demo", "--out", str(tmp_path / "x.gif"), *(f.format(**paths) for f in flags)]
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert message.format(file=file) in err and len(err.strip().splitlines()) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message.format(**paths) in captured.err and len(captured.err.strip().splitlines()) == 1
 
 
 def test_bad_instruction_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
