@@ -9,6 +9,7 @@ import threading
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,10 +17,11 @@ pytest.importorskip("torch")
 pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
+from gameon.experimenter.coded_api import TEMPLATES  # noqa: E402
 from gameon.experimenter.curriculum import task_set  # noqa: E402
 from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
 from gameon.experimenter.skills import LearnedExecutor, ScriptedExecutor, default_library  # noqa: E402
-from gameon.experimenter.vlm import RulesBackend, Transcript  # noqa: E402
+from gameon.experimenter.vlm import RulesBackend, Transcript, collect  # noqa: E402
 from gameon.experimenter.vlm.backend import replayable_entries  # noqa: E402
 from gameon.experimenter.vlm.collect import (  # noqa: E402
     PlannedEmbodiment,
@@ -27,6 +29,7 @@ from gameon.experimenter.vlm.collect import (  # noqa: E402
     analyse_and_promote,
     plan_tasks,
 )
+from gameon.experimenter.vlm.modules import CodedSkillAnswer, SkillDecision  # noqa: E402
 from gameon.experimenter.vlm_curriculum import VLMCurriculum  # noqa: E402
 from gameon.records import RunRecord, load_record  # noqa: E402
 
@@ -189,6 +192,41 @@ def test_plans_run_and_a_verified_macro_joins_the_library(tmp_path: Path) -> Non
     assert library.get("tower_of_stacks").is_macro and vlm.rejected == []
     modules = [e["module"] for e in Transcript(tmp_path).entries()]
     assert modules == ["decompose", "add_skill", "add_skill"]
+
+
+def test_a_macro_joins_when_its_trial_rate_equals_the_threshold(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # 14 of 25 trials is 0.56, but 0.56 * 25 is 14.000000000000002 in floats: comparing the
+    # count with threshold * trials rejected the macro.
+    library = default_library()
+    vlm = VLMCurriculum(
+        task_set(MULTI), RulesBackend(Transcript(tmp_path)), library=library, interval=None
+    )
+    vlm.curves = {"stack": [0.5, 0.9]}
+    monkeypatch.setattr(collect, "verify_skill", lambda *args: (14, 100))
+    with PlannedEmbodiment(MULTI, library) as embodiment:
+        added = add_verified_skill(vlm, embodiment, list(range(25)), 0.56)
+    assert added["successes"] == 14 and added["added"] and "tower_of_stacks" in library
+
+
+def test_a_coded_skill_joins_when_its_trial_rate_equals_the_threshold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As for macros: 14 of 25 trials did not pass a threshold of 0.56.
+    library = default_library()
+    decision = SkillDecision(skill="lift", decision="code")
+    curriculum = SimpleNamespace(
+        decide_code_or_learn=lambda coded: [decision],
+        write_code=lambda skill: CodedSkillAnswer(source=TEMPLATES["lift"]),
+        record_code_failure=lambda skill, reason: None,
+    )
+    trials = {"trials": 25, "successes": 14, "success_rate": 0.56}
+    monkeypatch.setattr(collect, "namespace_command", lambda: [])
+    monkeypatch.setattr(collect, "verify_coded", lambda *args: trials)
+    embodiment = SimpleNamespace(library=library)
+    report = collect.code_skills(curriculum, embodiment, task_set(MULTI), list(range(25)), 0.56)
+    assert report["coded"][0]["added"] and library.get("lift").executor.kind == "coded"
 
 
 class RulesSpeakingGemini:

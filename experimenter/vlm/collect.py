@@ -141,7 +141,7 @@ def add_verified_skill(
             successes, steps = verify_skill(skill, embodiment, seeds, colours)
         except ValueError as error:
             successes, steps, rationale = 0, 0, f"{rationale}; could not run: {error}"
-    added = successes >= threshold * len(seeds)
+    added = bool(seeds) and successes / len(seeds) >= threshold
     if added:
         embodiment.library.add(skill)
     else:
@@ -192,7 +192,7 @@ def code_skills(
         trials = tasks_by_skill(tasks).get(decision.skill, ())
         verification = verify_coded(executor, embodiment, trials, seeds)
         tried, succeeded = verification["trials"], verification["successes"]
-        added = tried > 0 and succeeded >= threshold * tried
+        added = tried > 0 and succeeded / tried >= threshold
         if added:
             library.replace_executor(decision.skill, CodedExecutor(answer.source, verification))
         else:
