@@ -787,7 +787,9 @@ def train_and_evaluate(
     (`warm_start`) or from scratch; return its summary.
 
     BC learns from the successful skill segments only (self-collected failures would teach it
-    to fail); IQL learns from every transition with the oracle's rewards.
+    to fail); IQL learns from every transition with the oracle's rewards. The learner's output,
+    stderr too, goes to the policy folder's train.log: after Ctrl-C its line says a run does not
+    resume, which holds for a learner run but not for this loop (the command line says to resume).
     """
     learner = importlib.import_module(f"gameon.baselines.{config.learner}")  # needs torch
     folder = policy_dir(run_dir, iteration)
@@ -804,7 +806,11 @@ def train_and_evaluate(
         init_checkpoint=previous if config.warm_start else None,
         **({"success_only": True} if config.learner == "bc" else {}),
     )
-    with open(folder / "train.log", "w") as log, contextlib.redirect_stdout(log):
+    with (
+        open(folder / "train.log", "w") as log,
+        contextlib.redirect_stdout(log),
+        contextlib.redirect_stderr(log),
+    ):
         return learner.train(args)
 
 

@@ -67,6 +67,24 @@ def test_each_iteration_says_what_it_evaluated_and_what_is_left(
     assert "to go" not in lines[1]
 
 
+def test_ctrl_c_in_training_leaves_the_learner_s_line_in_train_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learner's own Ctrl-C line says to start again in a new folder, which contradicts the
+    loop's "run the same command again to resume": it belongs in the policy's train.log only."""
+    from gameon.baselines.common import OfflineRun
+
+    def ctrl_c(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(OfflineRun, "print_progress", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(replace(TINY, iterations=1, num_updates=20), tmp_path, progress=False)
+    assert "--run-dir" not in capsys.readouterr().err
+    (log,) = tmp_path.glob("**/train.log")
+    assert "interrupted at update 1 of 20" in log.read_text()
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunRecord]:
     run_dir = tmp_path_factory.mktemp("tiny")
