@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -890,13 +891,12 @@ def _plot_practised(
 ) -> Path:
     """One panel per curriculum (titled with its seed count): the mean share of each skill among
     the tasks it chose, per iteration, as stacked bars (whether a curriculum reacts to the
-    learner shows here)."""
+    learner shows here). The title wraps to the figure's width, which one panel makes narrow."""
     import matplotlib.pyplot as plt
 
     labels = [label for label, value in shares.items() if value]
-    figure, axes = plt.subplots(
-        1, len(labels), figsize=(2.2 * len(labels) + 1.5, 3.4), sharey=True, squeeze=False
-    )
+    width = 2.2 * len(labels) + 1.5
+    figure, axes = plt.subplots(1, len(labels), figsize=(width, 3.4), sharey=True, squeeze=False)
     colours = plt.get_cmap("tab10")
     for axis, label in zip(axes[0], labels, strict=True):
         iterations = shares[label]
@@ -911,7 +911,8 @@ def _plot_practised(
         axis.set_xlabel("iteration")
     axes[0][0].set_ylabel("share of practised tasks")
     axes[0][-1].legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    figure.suptitle(f"{title}: what each curriculum practised", fontsize="medium")
+    heading = textwrap.fill(f"{title}: what each curriculum practised", width=int(width * 11))
+    figure.suptitle(heading, fontsize="medium")
     return _save(figure, path)
 
 

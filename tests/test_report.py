@@ -522,3 +522,20 @@ def test_the_practised_plot_titles_each_panel_with_its_seed_count(tmp_path, monk
     report.write_plots(records, tmp_path)
     practised = figures[-1]
     assert [axis.get_title() for axis in practised.axes] == ["fixed (1 seed)", "lp (3 seeds)"]
+
+
+def test_the_practised_plot_s_title_fits_a_single_panel(tmp_path, monkeypatch) -> None:
+    """One curriculum makes a narrow figure: its title was cut off at both edges."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda figure, path: figures.append(figure) or path)
+    record = make_record(0, FIXED[0], "fixed")
+    record.extra["iterations"] = [{"practised": {"reach": 1}}, {"practised": {"reach": 2}}]
+    report.write_plots([record], tmp_path)
+    practised = figures[-1]
+    practised.tight_layout()
+    renderer = practised.canvas.get_renderer()
+    title = practised._suptitle.get_window_extent(renderer)
+    assert title.x0 >= 0 and title.x1 <= practised.bbox.width
