@@ -56,7 +56,8 @@ class BenchRun:
     only: str | None = None
     """run only the runs whose id contains this substring"""
     report: bool = True
-    """write the report (table, JSON summary, plots) at the end, if the report module exists"""
+    """write the report (table, JSON summary, plots) into the results folder at the end, as
+    `gameon bench report` does"""
 
 
 @dataclass

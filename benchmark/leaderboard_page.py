@@ -100,6 +100,12 @@ def update_page(board_dir: Path) -> Path:
 def load_board(leaderboard_json: Path) -> Board:
     """The board in `leaderboard_json`; BoardError, saying what is wrong where, if it is missing
     or does not parse as one."""
+    if not Path(leaderboard_json).is_file():
+        found = "a folder" if Path(leaderboard_json).is_dir() else "no such file"
+        raise BoardError(
+            f"no leaderboard at {leaderboard_json} ({found}); give a board's leaderboard.json "
+            "(`gameon leaderboard submit` makes one) with --leaderboard"
+        )
     try:
         return Board.model_validate_json(Path(leaderboard_json).read_bytes())
     except (ValidationError, OSError) as error:

@@ -411,7 +411,14 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
 
 def no_records_message(results_dir: Path, skipped: Sequence[Skipped]) -> str:
-    """Why there is nothing to report, in one line: no run folders, or why each was skipped."""
+    """Why there is nothing to report, in one line: one run's folder given for the results
+    folder, no run folders, or why each was skipped."""
+    if (results_dir / RECORD_FILE).is_file():
+        return (
+            f"{results_dir} is one run's folder (it holds {RECORD_FILE}): give the folder that "
+            f"holds the run folders, the --results directory of `gameon bench run` (here "
+            f"{results_dir.parent})"
+        )
     if not skipped:
         return (
             f"no run records in {results_dir}: nothing to report "

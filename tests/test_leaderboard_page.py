@@ -161,6 +161,14 @@ def test_a_corrupt_board_writes_no_page(tmp_path: Path) -> None:
     assert not (tmp_path / "index.html").exists()
 
 
+@pytest.mark.parametrize("given", ["absent.json", "."])
+def test_a_missing_board_says_there_is_none_and_how_to_give_one(tmp_path: Path, given: str) -> None:
+    board = tmp_path / given
+    with pytest.raises(BoardError, match=r"no leaderboard at .* \((no such file|a folder)\); give"):
+        write_page(board, tmp_path / "index.html")
+    assert not (tmp_path / "index.html").exists()
+
+
 def test_gameon_leaderboard_html_and_submit_write_the_page(
     board: Path, page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -277,6 +277,14 @@ def test_a_directory_without_valid_records_is_refused_and_nothing_written(tmp_pa
         write_report(tmp_path / "absent")
 
 
+def test_one_run_s_folder_given_as_the_results_folder_names_the_results_folder(tmp_path) -> None:
+    run = write_run(tmp_path / "results", make_record(0, FIXED[0], "fixed"))
+    with pytest.raises(
+        ValueError, match=f"is one run's folder .* \\(here {tmp_path / 'results'}\\)"
+    ):
+        write_report(run)
+
+
 @pytest.mark.parametrize("folder", ["empty", "absent"])
 def test_bench_report_of_no_records_exits_2_in_one_line(tmp_path, capsys, folder) -> None:
     results = tmp_path / folder
