@@ -481,7 +481,8 @@ def test_a_collect_run_whose_learner_was_stopped_after_an_evaluation_runs_again(
     assert runs.main([str(run_dir)]) == 130
     policy = run_dir / "policies" / "iter_0"
     assert (policy / "checkpoint.pt").is_file() and (policy / "eval.json").is_file()
-    assert f"{policy} keeps its TensorBoard logs and the checkpoint.pt" in capsys.readouterr().err
+    kept = f"{policy} keeps its TensorBoard logs and the checkpoint.pt"
+    assert kept in (policy / "train.log").read_text() and kept not in capsys.readouterr().err
 
     monkeypatch.undo()
     assert main(command(spec, results)) == 0
