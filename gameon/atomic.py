@@ -40,6 +40,27 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
 
 
 @contextlib.contextmanager
+def atomic_file(path: str | Path, suffix: str | None = None) -> Iterator[Path]:
+    """Yield a temporary path beside `path` for a library to write to; renamed to `path` when the
+    block ends, removed if it fails, so a write stopped midway (an error, Ctrl-C) leaves nothing.
+    The temporary path ends in `suffix` (by default `path`'s own), for writers that pick their
+    format by suffix, like imageio."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    suffix = path.suffix if suffix is None else suffix
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(fd)
+    temporary = Path(name)
+    try:
+        yield temporary
+        temporary.chmod(FILE_MODE)
+        temporary.replace(path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    _sync_directory(path.parent)
+
+
+@contextlib.contextmanager
 def defer_sigint() -> Iterator[None]:
     """Hold back SIGINT (Ctrl-C) until the block ends, then send it to the handler it would have
     reached (Python's raises KeyboardInterrupt), so that files written together in the block (a

@@ -12,7 +12,6 @@ import math
 import os
 import select
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -26,7 +25,7 @@ try:
 except ModuleNotFoundError:  # without the cli extra: run_command says which extra to install
     tyro = None
 
-from gameon.atomic import FILE_MODE, check_writable
+from gameon.atomic import atomic_file, check_writable
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
 from gameon.evaluation import mp4_writer
@@ -209,16 +208,8 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int = FPS) -> None:
         return
     import imageio.v3 as iio
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    temporary = Path(name)
-    try:
+    with atomic_file(path) as temporary:
         iio.imwrite(temporary, np.stack(frames), duration=1000 / fps, loop=0)
-        temporary.chmod(FILE_MODE)
-        temporary.replace(path)
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 def demo(args: Demo) -> dict:

@@ -11,8 +11,6 @@ method, which `evaluate` calls at the start of every episode. Success is the ora
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from gameon.atomic import FILE_MODE
+from gameon.atomic import atomic_file
 from gameon.envs import ENV_SKILLS, language
 
 SUITE_SEED = 10_000
@@ -189,22 +187,13 @@ def mp4_writer(path: Path, fps: float) -> Iterator[Callable[[np.ndarray], None]]
     to it once the block ends, so that a video stopped midway (an error, Ctrl-C) leaves none."""
     import imageio.v2 as imageio
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".mp4")
-    os.close(fd)
-    temporary = Path(name)
-    try:
+    with atomic_file(path, suffix=".mp4") as temporary:
         # macro_block_size=2: keep even sizes as they are (yuv420p only needs even sizes).
         writer = imageio.get_writer(temporary, fps=fps, macro_block_size=2)
         try:
             yield writer.append_data
         finally:
             writer.close()  # imageio's exit skips it after an error: ffmpeg would write on later
-        temporary.chmod(FILE_MODE)
-        temporary.replace(path)
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 def format_table(evaluation: EvalReport | dict) -> str:

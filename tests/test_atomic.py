@@ -10,7 +10,7 @@ from types import FrameType
 
 import pytest
 
-from gameon.atomic import atomic_write, defer_sigint
+from gameon.atomic import atomic_file, atomic_write, defer_sigint
 
 
 def test_ctrl_c_in_the_block_arrives_after_it_as_a_keyboard_interrupt(tmp_path: Path) -> None:
@@ -64,3 +64,25 @@ def test_outside_the_main_thread_the_block_runs_as_it_is() -> None:
     thread.start()
     thread.join()
     assert ran == [True] and errors == []
+
+
+def test_atomic_file_publishes_what_the_block_wrote_readable_by_all(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "clip.gif"
+    with atomic_file(target) as temporary:
+        assert temporary.parent == target.parent and temporary.suffix == ".gif"
+        assert not target.exists()
+        temporary.write_bytes(b"frames")
+    assert target.read_bytes() == b"frames"
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in target.parent.iterdir()) == ["clip.gif"]
+
+
+def test_atomic_file_stopped_midway_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "clip"
+    target.write_bytes(b"old")
+    with pytest.raises(KeyboardInterrupt), atomic_file(target, suffix=".mp4") as temporary:
+        assert temporary.suffix == ".mp4"
+        temporary.write_bytes(b"half")
+        raise KeyboardInterrupt
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["clip"]
