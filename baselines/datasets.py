@@ -35,6 +35,7 @@ Nothing is ever downloaded: loading uses `minari.load_dataset(..., download=Fals
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -50,6 +51,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import minari
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 from minari.data_collector.episode_buffer import EpisodeBuffer
 from minari.dataset.minari_dataset import parse_dataset_id
 from minari.dataset.minari_storage import MinariStorage
@@ -365,22 +367,47 @@ def _env_settings(spec_json: str | None) -> dict[str, Any]:
     return {"env_id": spec["id"], "max_episode_steps": spec["max_episode_steps"], **spec["kwargs"]}
 
 
-def _difference(name: str, old: dict[str, Any], new: dict[str, Any]) -> str:
+def _defaults(env_id: str) -> dict[str, Any]:
+    """The kwargs an env id is made with when none are given: its registration's, then its
+    constructor's defaults, as a JSON spec would record them (so `_mismatch` can tell a kwarg
+    given at its default from one left out)."""
+    try:
+        spec = gym.spec(env_id)
+        creator = (
+            load_env_creator(spec.entry_point)
+            if isinstance(spec.entry_point, str)
+            else spec.entry_point
+        )
+        parameters = inspect.signature(creator).parameters.values()
+    except (gym.error.Error, ImportError, AttributeError, TypeError, ValueError):
+        return {}
+    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+    try:
+        return json.loads(json.dumps({**defaults, **spec.kwargs}))
+    except (TypeError, ValueError):
+        return {}
+
+
+def _difference(name: str, old: dict[str, Any], new: dict[str, Any], defaults: dict) -> str:
     """One setting that differs, as a refused append names it: the dataset's value (`old`), then
     these episodes' (`new`)."""
-    there = f"{name}={old[name]!r}" if name in old else f"{name} {NOT_GIVEN}"
-    here = repr(new[name]) if name in new else NOT_GIVEN
+    default = f"not given (the env's default, {defaults[name]!r})" if name in defaults else NOT_GIVEN
+    there = f"{name}={old[name]!r}" if name in old else f"{name} {default}"
+    here = repr(new[name]) if name in new else default
     return f"{there} there, {here} here"
 
 
 def _mismatch(env: gym.Env, storage: MinariStorage, old: dict[str, Any]) -> str:
     """How `env` differs from the env a dataset's episodes were played in (`old`, its spec's
-    `_env_settings`, then its spaces), or "" if it does not."""
+    `_env_settings`, then its spaces), or "" if it does not. A kwarg one side leaves out matches
+    the other's only if that is the env's default."""
     new = _env_settings(env.spec.to_json() if env.spec is not None else None)
+    defaults = _defaults(new["env_id"]) if "env_id" in new else {}
+    missing = object()
     differences = [
-        _difference(name, old, new)
+        _difference(name, old, new, defaults)
         for name in {**old, **new}
-        if name not in old or name not in new or old[name] != new[name]
+        if old.get(name, defaults.get(name, missing)) != new.get(name, defaults.get(name, missing))
     ]
     if differences:
         return f"other env settings than these ({'; '.join(differences)})"

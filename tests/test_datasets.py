@@ -219,7 +219,7 @@ def contents(folder: Path) -> dict[str, bytes]:
         ),
         (
             {"reward_mode": "dense", "terminate_on_success": False},
-            "terminate_on_success not given (the env's default) there, False here",
+            "terminate_on_success not given (the env's default, True) there, False here",
         ),
     ],
 )
@@ -244,6 +244,22 @@ def test_appending_episodes_played_with_other_env_settings_is_refused(
         "or collect's --overwrite)"
     )
     assert contents(tmp_path / DENSE) == before
+
+
+@pytest.mark.parametrize("kwargs", [{"terminate_on_success": True}, {"obs_mode": "state"}])
+def test_appending_episodes_with_a_kwarg_given_at_its_default_is_accepted(
+    root: Path, tmp_path: Path, kwargs: dict
+) -> None:
+    """A kwarg given at the env's default on one side and left out on the other means the same
+    episodes; such an append was refused as "other env settings"."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    env = gym.make("GameOn/Reach-v0", reward_mode="dense", **kwargs)
+    datasets.write_episodes(env, DENSE, [random_episode(env)], INFO, tmp_path)
+    env.close()
+    import minari
+
+    data = datasets.dataset_dir(DENSE, tmp_path) / "data"
+    assert minari.MinariDataset(data).total_episodes == 3
 
 
 def test_appending_to_a_dataset_from_before_recorded_env_kwargs_records_them(
