@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import tyro
 
-from gameon.atomic import defer_sigint
+from gameon.atomic import defer_signals
 from gameon.baselines.datasets import (
     check_compatible,
     check_dataset_exists,
@@ -496,10 +496,10 @@ class OnlineRun:
     ) -> None:
         """Write eval.json (the report and its global_step), checkpoint.pt (the Args whole; the
         step and the curriculum's state in its extra) and curriculum.json, each atomically and
-        with Ctrl-C held back until all three are written (`defer_sigint`), so that they always
+        with Ctrl-C held back until all three are written (`defer_signals`), so that they always
         come from the same evaluation."""
         args = self.args
-        with defer_sigint():
+        with defer_signals():
             write_json(self.run_dir / "eval.json", {**report.to_dict(), "global_step": global_step})
             save_checkpoint(
                 self.run_dir / "checkpoint.pt",
@@ -698,11 +698,11 @@ class OfflineRun:
     ) -> dict:
         """Write checkpoint.pt (the CPU `actor`; `extra` after the dataset and the budget) and
         eval.json (the report and its `update`, as the online learners' has its global_step),
-        each atomically and with Ctrl-C held back until both are written (`defer_sigint`), so
+        each atomically and with Ctrl-C held back until both are written (`defer_signals`), so
         that they always come from the same evaluation; return that eval.json record."""
         args = self.args
         evaluation = {**report.to_dict(), "update": update}
-        with defer_sigint():
+        with defer_signals():
             save_checkpoint(
                 self.run_dir / "checkpoint.pt",
                 self.algo,

@@ -391,7 +391,9 @@ def _defaults(env_id: str) -> dict[str, Any]:
 def _difference(name: str, old: dict[str, Any], new: dict[str, Any], defaults: dict) -> str:
     """One setting that differs, as a refused append names it: the dataset's value (`old`), then
     these episodes' (`new`)."""
-    default = f"not given (the env's default, {defaults[name]!r})" if name in defaults else NOT_GIVEN
+    default = NOT_GIVEN
+    if name in defaults:
+        default = f"not given (the env's default, {defaults[name]!r})"
     there = f"{name}={old[name]!r}" if name in old else f"{name} {default}"
     here = repr(new[name]) if name in new else default
     return f"{there} there, {here} here"

@@ -65,7 +65,7 @@ from typing import Any, Literal
 import gymnasium as gym
 from pydantic import ValidationError, model_validator
 
-from gameon.atomic import atomic_write, defer_sigint, file_lock
+from gameon.atomic import atomic_write, defer_signals, file_lock
 from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
 from gameon.benchmark.stats import iqm, iqm_ci
 from gameon.envs import ENV_SKILLS
@@ -887,7 +887,7 @@ def _store(runs: Sequence[_Run], board: Board, board_dir: Path, verified: bool) 
 def write_board(board_dir: Path, board: Board) -> None:
     """Write leaderboard.json and LEADERBOARD.md, each atomically and Ctrl-C held back between
     them, so the table never misses what the board holds."""
-    with defer_sigint():
+    with defer_signals():
         atomic_write(board_dir / BOARD_FILE, board.model_dump_json(indent=1) + "\n")
         atomic_write(board_dir / MARKDOWN_FILE, render_markdown(board))
 

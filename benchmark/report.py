@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gameon.atomic import atomic_write, defer_sigint
+from gameon.atomic import atomic_write, defer_signals
 from gameon.benchmark.runs import ERROR_FILE, failure_reason, was_interrupted
 from gameon.benchmark.stats import (
     MIN_RUNS_FOR_INTERVAL,
@@ -404,7 +404,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         "method": METHOD,
     }
     markdown = render_markdown(summary)
-    with defer_sigint():
+    with defer_signals():
         json_path = _write(out / "report.json", json.dumps(summary, indent=1) + "\n")
         markdown_path = _write(out / "report.md", markdown)
     return ReportPaths(markdown=markdown_path, json=json_path, plots=plots, skipped=skipped)

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from rich.markup import escape
 
-from gameon.atomic import atomic_write, file_lock
+from gameon.atomic import atomic_write, defer_signals, file_lock
 from gameon.benchmark.matrix import MatrixSpec, RunSpec, expand, spec_dict
 from gameon.benchmark.runs import (
     ATTEMPT_VARIABLE,
@@ -744,24 +744,25 @@ def _schedule(
                 task = bar.add_task("runs", total=tracker.total, **fields)
             while pending or active:
                 while pending and len(active) < launcher.workers:
-                    run, attempt, errors = pending.popleft()
-                    run_dir = results_dir / run.run_id
-                    prepare(run, run_dir)
-                    handle = launcher.start(run_dir, attempt)
-                    active.append(_Active(run, attempt, handle, time.monotonic(), errors))
+                    with defer_signals():  # a run is always pending or active, never neither
+                        run, attempt, errors = pending.popleft()
+                        run_dir = results_dir / run.run_id
+                        prepare(run, run_dir)
+                        handle = launcher.start(run_dir, attempt)
+                        active.append(_Active(run, attempt, handle, time.monotonic(), errors))
                 for item in list(active):
                     polled = launcher.poll(item.handle)
                     if polled is None:
                         continue
-                    active.remove(item)
                     if polled[0] != 0:
                         launcher.check_after_failure()
-                    result = _finish(item, polled, results_dir, options, pending, console)
-                    if result is None:
-                        continue
-                    outcome.results.append(result)
-                    tracker.finish(result.run_id, result.seconds, result.status == "failed")
-                    if bar is None:
+                    with defer_signals():  # active, then pending again or counted: never lost
+                        active.remove(item)
+                        result = _finish(item, polled, results_dir, options, pending, console)
+                        if result is not None:
+                            outcome.results.append(result)
+                            tracker.finish(result.run_id, result.seconds, result.status == "failed")
+                    if result is not None and bar is None:
                         print(tracker.line(_running(active)), file=sys.stderr, flush=True)
                 launcher.check()
                 if bar is not None:

@@ -1,6 +1,6 @@
-"""Atomic, durable file writes, Ctrl-C held back across files written together, and the one
-exclusive lock, so readers never see half a file or a pair of files from two moments, and two
-writers never interleave a read-modify-write (the report's outputs, the leaderboard, the
+"""Atomic, durable file writes, Ctrl-C and SIGTERM held back across files written together, and
+the one exclusive lock, so readers never see half a file or a pair of files from two moments, and
+two writers never interleave a read-modify-write (the report's outputs, the leaderboard, the
 datasets, a results folder, a learner's checkpoint and eval.json)."""
 
 from __future__ import annotations
@@ -60,24 +60,33 @@ def atomic_file(path: str | Path, suffix: str | None = None) -> Iterator[Path]:
     _sync_directory(path.parent)
 
 
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What `defer_signals` holds back: Ctrl-C, and the polite kill (`kill`, a job scheduler)."""
+
+
 @contextlib.contextmanager
-def defer_sigint() -> Iterator[None]:
-    """Hold back SIGINT (Ctrl-C) until the block ends, then send it to the handler it would have
-    reached (Python's raises KeyboardInterrupt), so that files written together in the block (a
-    checkpoint and its eval.json) are never left from two different moments. Only where Python
-    handles SIGINT, in the main thread; elsewhere the block runs as it is."""
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous is None:
+def defer_signals() -> Iterator[None]:
+    """Hold back Ctrl-C (SIGINT) and SIGTERM until the block ends, then send each one held to the
+    handler it would have reached (Python's raises KeyboardInterrupt; SIGTERM's default ends the
+    process), so that files written together in the block (a checkpoint and its eval.json), or a
+    runner's bookkeeping of a run it starts, are never left half done. Only where Python handles
+    signals, in the main thread; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     held: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    previous = {}
+    for signum in HELD_SIGNALS:
+        handler = signal.getsignal(signum)
+        if handler is not None:  # None: set outside Python, which cannot put it back
+            previous[signum] = signal.signal(signum, lambda signum, frame: held.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if held:
-            signal.raise_signal(signal.SIGINT)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
 
 
 def check_writable(folder: str | Path) -> None:

@@ -1,5 +1,6 @@
-"""`gameon.atomic.defer_sigint`: Ctrl-C during files written together arrives once they all are,
-to the handler it would have reached, and the handler in place before is back afterwards."""
+"""`gameon.atomic.defer_signals`: Ctrl-C or SIGTERM during files written together arrives once they
+all are, to the handler it would have reached, and the handler in place before is back afterwards;
+`atomic_file`: a file a library writes appears whole or not at all."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from types import FrameType
 
 import pytest
 
-from gameon.atomic import atomic_file, atomic_write, defer_sigint
+from gameon.atomic import atomic_file, atomic_write, defer_signals
 
 
 def test_ctrl_c_in_the_block_arrives_after_it_as_a_keyboard_interrupt(tmp_path: Path) -> None:
     before = signal.getsignal(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt), defer_sigint():
+    with pytest.raises(KeyboardInterrupt), defer_signals():
         atomic_write(tmp_path / "first", "1")
         signal.raise_signal(signal.SIGINT)
         atomic_write(tmp_path / "second", "2")
@@ -31,7 +32,7 @@ def test_ctrl_c_goes_to_the_handler_in_place_before_and_only_once_the_block_ends
 
     before = signal.signal(signal.SIGINT, handler)
     try:
-        with defer_sigint():
+        with defer_signals():
             signal.raise_signal(signal.SIGINT)
             signal.raise_signal(signal.SIGINT)
             received.append("block done")
@@ -43,7 +44,7 @@ def test_ctrl_c_goes_to_the_handler_in_place_before_and_only_once_the_block_ends
 
 def test_a_block_without_ctrl_c_leaves_the_handler_as_it_was() -> None:
     before = signal.getsignal(signal.SIGINT)
-    with defer_sigint():
+    with defer_signals():
         pass
     assert signal.getsignal(signal.SIGINT) is before
 
@@ -55,7 +56,7 @@ def test_outside_the_main_thread_the_block_runs_as_it_is() -> None:
 
     def write() -> None:
         try:
-            with defer_sigint():
+            with defer_signals():
                 ran.append(True)
         except BaseException as error:  # noqa: BLE001  (reported by the assertion below)
             errors.append(error)
@@ -86,3 +87,21 @@ def test_atomic_file_stopped_midway_leaves_the_old_file_and_no_temporary(tmp_pat
         raise KeyboardInterrupt
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["clip"]
+
+
+def test_sigterm_in_the_block_reaches_its_handler_after_it() -> None:
+    """A `kill` (SIGTERM) between two files written together left them from two moments."""
+    received: list[str] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signal.Signals(signum).name)
+
+    before = signal.signal(signal.SIGTERM, handler)
+    try:
+        with defer_signals():
+            signal.raise_signal(signal.SIGTERM)
+            received.append("block done")
+        assert received == ["block done", "SIGTERM"]
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -553,6 +553,36 @@ def test_ctrl_c_on_the_whole_matrix_reports_the_stopped_runs_interrupted_and_how
     assert not (results / name / "error.txt").exists()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_run_starts_stops_that_run_and_counts_it_interrupted(
+    tmp_path, monkeypatch, capsys, signum
+):
+    """Ctrl-C (or SIGTERM) right as the runner started a run's worker, before its bookkeeping:
+    the run was counted neither interrupted nor not started, and its worker ran on unstopped."""
+    results = tmp_path / "results"
+    started: list = []
+    start = runner.LocalLauncher.start
+
+    def start_then_signal(self, run_dir: Path, attempt: int):
+        started.append(start(self, run_dir, attempt))
+        signal.raise_signal(signum)
+        return started[-1]
+
+    monkeypatch.setattr(runner.LocalLauncher, "start", start_then_signal)
+    args = command(spec_file(tmp_path, seeds=(0,)), results)
+    if signum == signal.SIGINT:
+        assert main(args) == 130
+    else:
+        with pytest.raises(SystemExit, match="143"):  # as the runner's SIGTERM handler raises it
+            main(args)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "0 runs done now, 0 finished before, 0 failed, 1 interrupted, 0 not started" in out
+    (worker,) = started
+    assert worker.poll() is not None, "the run's worker was left running"
+    text = (results / "online__Reach__fixed__ppo__s0" / "error.txt").read_text()
+    assert "interrupted: " in text and "stopped the bench run while it ran" in text
+
+
 def test_a_failed_run_waiting_for_its_retry_is_marked_interrupted_with_its_failure_kept(
     tmp_path,
 ) -> None:
