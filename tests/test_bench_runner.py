@@ -711,6 +711,29 @@ def test_a_lost_head_ends_the_matrix_with_a_clear_message_and_a_rerun_resumes(
         assert "final success" in (path.parent / "run.log").read_text()
 
 
+class HeadLostAtAFailure(runner.LocalLauncher):
+    """The local launcher, except that the check after a failed attempt finds the head gone."""
+
+    def check_after_failure(self) -> None:
+        raise runner.ClusterLost("127.0.0.1:6379", runner.HEAD_LOST_SECONDS)
+
+
+def test_a_run_whose_failure_finds_the_head_lost_is_counted_interrupted(
+    tmp_path, monkeypatch, capsys
+):
+    """The failed attempt was the cluster's: the run was dropped from the count (neither
+    failed, interrupted nor not started) and left without a word in its error.txt."""
+    monkeypatch.setattr(runner, "make_launcher", lambda o, lock_fd=None: HeadLostAtAFailure(1))
+    monkeypatch.setenv("GAMEON_BENCH_FAULT", "raise:__s0")
+    results = tmp_path / "results"
+    assert main(command(spec_file(tmp_path, seeds=(0,)), results)) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "stopped by the lost Ray cluster: 0 runs done now, 0 finished before, 0 failed, " in out
+    assert "1 interrupted, 0 not started" in out
+    text = (results / "online__Reach__fixed__ppo__s0" / "error.txt").read_text()
+    assert "interrupted: the lost Ray cluster stopped the bench run while it ran" in text
+
+
 def test_a_failed_ray_attempt_whose_head_is_silent_ends_the_matrix_as_a_lost_cluster(
     monkeypatch,
 ) -> None:
