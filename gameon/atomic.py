@@ -20,31 +20,19 @@ FILE_MODE = 0o644
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> Path:
-    """Write `data` to `path` through a synced temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write `data` to `path` through a synced temporary file and a rename (`atomic_file`)."""
     payload = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            os.fchmod(file.fileno(), FILE_MODE)
-            file.write(payload)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _sync_directory(path.parent)
-    return path
+    with atomic_file(path, suffix=".tmp") as temporary:
+        temporary.write_bytes(payload)
+    return Path(path)
 
 
 @contextlib.contextmanager
 def atomic_file(path: str | Path, suffix: str | None = None) -> Iterator[Path]:
-    """Yield a temporary path beside `path` for a library to write to; renamed to `path` when the
-    block ends, removed if it fails, so a write stopped midway (an error, Ctrl-C) leaves nothing.
-    The temporary path ends in `suffix` (by default `path`'s own), for writers that pick their
-    format by suffix, like imageio."""
+    """Yield a temporary path beside `path` for a library to write to; synced and renamed to
+    `path` when the block ends, removed if it fails, so a write stopped midway (an error, Ctrl-C)
+    leaves nothing and a finished one survives a crash. The temporary path ends in `suffix` (by
+    default `path`'s own), for writers that pick their format by suffix, like imageio."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = path.suffix if suffix is None else suffix
@@ -54,6 +42,11 @@ def atomic_file(path: str | Path, suffix: str | None = None) -> Iterator[Path]:
     try:
         yield temporary
         temporary.chmod(FILE_MODE)
+        fd = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         temporary.replace(path)
     finally:
         temporary.unlink(missing_ok=True)
