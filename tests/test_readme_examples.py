@@ -1,7 +1,8 @@
-"""README.md's examples work as shown, so a renamed option or function fails here instead of in a
-new user's first hour: every `gameon ...` and `python -m gameon...` command in its shell blocks
-parses (parsing only: none runs), and its Python examples run as scripts (but the one that trains
-Stable-Baselines3 for 100k steps, whose path tests/test_sb3.py takes with a small budget)."""
+"""The READMEs' examples work as shown, so a renamed option or function fails here instead of in a
+new user's first hour: every `gameon ...` and `python -m gameon...` command in the shell blocks of
+README.md and results/ parses (parsing only: none runs), and README.md's Python examples run as
+scripts (but the one that trains Stable-Baselines3 for 100k steps, whose path tests/test_sb3.py
+takes with a small budget)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ import tyro
 from gameon import cli
 from gameon.benchmark.commands import HANDLERS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+GUIDES = [README, ROOT / "results" / "README.md", *sorted(ROOT.glob("results/*/README.md"))]
+"""The READMEs whose shell blocks a user copies commands from."""
 SHELL_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 LONG_EXAMPLE = ".learn(100_000)"
@@ -29,10 +33,13 @@ ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 def readme_commands(text: str) -> list[list[str]]:
     """The gameon command lines of the shell blocks in `text`, each a list of words from the
-    program on: continuation lines joined, comments, `&&` chains and VAR=value prefixes handled."""
+    program on: continuation lines joined, comments, `&&` chains and VAR=value prefixes handled;
+    a line with a shell variable is left out (its words are known only when it runs)."""
     commands = []
     for block in SHELL_BLOCK.findall(text):
         for line in block.replace("\\\n", " ").splitlines():
+            if "$" in line:
+                continue
             words = shlex.split(line, comments=True)
             while words:
                 end = words.index("&&") if "&&" in words else len(words)
@@ -61,7 +68,7 @@ def parse(words: list[str]) -> object:
     return tyro.cli(options, args=rest, prog=f"gameon {name}")
 
 
-COMMANDS = readme_commands(README.read_text())
+COMMANDS = [command for guide in GUIDES for command in readme_commands(guide.read_text())]
 
 
 def test_the_readme_shows_commands_of_every_kind() -> None:
@@ -77,7 +84,7 @@ def test_a_readme_command_parses(words: list[str], capsys: pytest.CaptureFixture
     try:
         parse(words)
     except SystemExit:
-        pytest.fail(f"README.md's `{shlex.join(words)}` does not parse:\n{capsys.readouterr().err}")
+        pytest.fail(f"a README's `{shlex.join(words)}` does not parse:\n{capsys.readouterr().err}")
 
 
 EXAMPLES = PYTHON_BLOCK.findall(README.read_text())
