@@ -60,6 +60,7 @@ from gameon.experimenter.curriculum import (
     vlm_usage,
 )
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
+from gameon.experimenter.vlm.backend import VLMRefused
 from gameon.experimenter.vlm.factory import check_transport
 from gameon.extras import installed
 from gameon.policy import (
@@ -919,6 +920,13 @@ def run_cli(
         train(args)
     except RunRefused as error:
         print(f"{prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except VLMRefused as error:
+        print(
+            f"{prog}: error: {error}. A run does not resume: with that fixed, start it again "
+            "with a new --run-dir",
+            file=sys.stderr,
+        )
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

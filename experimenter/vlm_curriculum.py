@@ -10,7 +10,10 @@ keeps its progress per skill, as the collect loop wants): when the model fails f
 the next consultation, and the fallback is counted. A request that got no answer at all (the
 server down, timed out or refusing) also makes every later call of that consultation (plans,
 analysis, skills) fall back unsent, so a dead server costs one timeout per consultation, not one
-per call. A run never stops because of the model.
+per call. A run never stops because of the model, but for settings the server refuses before it
+has answered any call of the run (an API key or a model it does not know: HTTP 401, 403, 404):
+`VLMRefused` then stops the run, since every call would fail the same way; a resumed run, with
+the setting fixed, goes on from its last saved iteration.
 
 `usage()` totals the calls, tokens, estimated cost and fallbacks with the keys of
 `gameon.records.VLMUsage`; results are labelled `vlm[rules]`, `vlm[replay]` or
@@ -54,6 +57,7 @@ from gameon.experimenter.vlm.backend import (
     Transcript,
     Usage,
     VLMError,
+    VLMRefused,
     VLMUnreachable,
 )
 from gameon.experimenter.vlm.factory import cost_usd, make_backend, usd, vlm_label
@@ -274,6 +278,8 @@ class VLMCurriculum(Curriculum):
             self.fall_back_capped(module, str(error))
             return None
         except VLMUnreachable as error:
+            if isinstance(error, VLMRefused) and self.usage()["calls"] == 0:
+                raise  # never answered: the key or the model is wrong for every call
             self.fallbacks += 1
             self.unreachable = True
             log.warning(

@@ -319,7 +319,15 @@ def experiment(args: Any) -> RunRecord:
 
     for line in estimate_lines([collect_estimate(config)]):  # paid VLM backends: calls and cost
         print(line, flush=True)
-    record = run_experiment(config, run_dir, progress=args.progress)
+    from gameon.experimenter.vlm.backend import VLMRefused
+
+    try:
+        record = run_experiment(config, run_dir, progress=args.progress)
+    except VLMRefused as error:
+        raise UsageError(
+            f"{error}. {run_dir} keeps the iterations done so far: with that fixed, run the same "
+            "command again to resume"
+        ) from None
     print(f"stopped:  {record.extra['stopped']} after iteration {record.extra['iterations_done']}")
     print(f"episodes: {record.extra['dataset']['episodes']}")
     for skill, rate in record.curve[-1].per_skill.items():

@@ -351,6 +351,32 @@ def test_ctrl_c_on_the_command_line_is_a_line_and_exit_130(
     assert capsys.readouterr().err == "python -m gameon.baselines.ppo: interrupted\n"
 
 
+def test_a_model_the_server_does_not_know_stops_the_learner_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused at the first consultation (a misspelt model): every later one would be too, so
+    the run stops, naming what to check, instead of training under lp as vlm[openai:...]."""
+    from fake_http import Scripted, ScriptedServer
+
+    server = ScriptedServer("/v1/chat/completions")
+    server.script(Scripted(404, json.dumps({"error": {"code": 404, "message": "no llava"}})))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    arguments = ["--curriculum", "vlm", "--vlm-backend", "openai", "--vlm-model", "llava"]
+    arguments += ["--vlm-base-url", f"{server.url}/v1", "--total-timesteps", "2048"]
+    monkeypatch.setattr(sys, "argv", ["ppo", *arguments, "--run-dir", str(tmp_path / "run")])
+    prog = "python -m gameon.baselines.ppo"
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            common.run_cli(ppo.train, ppo.Args, prog, ppo.check_args)
+    finally:
+        server.close()
+    assert exit_.value.code == 2 and len(server.requests) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"{prog}: error: openai call for module 'propose' failed:")
+    assert "no llava (no such model here: check --vlm-model" in error
+    assert error.endswith("start it again with a new --run-dir\n") and error.count("\n") == 1
+
+
 @pytest.mark.parametrize("module", ["bc", "iql"])
 def test_ctrl_c_of_an_offline_learner_says_what_it_kept_and_its_folder_is_not_reused(
     module: str,

@@ -22,7 +22,7 @@ from fake_http import Scripted, ScriptedServer, gemini_reply, openai_reply
 
 from gameon.benchmark.matrix import parse_spec
 from gameon.experimenter.curriculum import task_set
-from gameon.experimenter.vlm import Transcript, make_backend
+from gameon.experimenter.vlm import Transcript, VLMRefused, make_backend
 from gameon.experimenter.vlm.estimate import (
     collect_estimate,
     module_counts,
@@ -140,12 +140,13 @@ def test_a_key_echoed_by_a_server_error_is_redacted_without_a_transcript(
     server.script(Scripted(401, json.dumps(message)))
     try:
         curriculum = make_vlm_curriculum(TASKS, 0, backend=backend, interval=None)
-        with caplog.at_level(logging.WARNING):
-            assert not curriculum.consult()
+        with caplog.at_level(logging.WARNING), pytest.raises(VLMRefused) as refused:
+            curriculum.consult()  # refused before any answer: the run stops
     finally:
         server.close()
-    assert len(server.requests) == 1 and curriculum.fallbacks == 1
-    assert "Incorrect API key provided: ***" in caplog.text and key not in caplog.text
+    assert len(server.requests) == 1
+    assert "Incorrect API key provided: ***" in str(refused.value)
+    assert key not in str(refused.value) and key not in caplog.text
 
 
 # -- the cap ----------------------------------------------------------------------------------
@@ -390,6 +391,53 @@ def test_experiment_says_calls_and_cost_before_the_first_request(
     (group,) = summary["groups"]
     assert group["vlm"]["capped_runs"] == 1
     assert_no_key(tmp_path, output)
+
+
+def test_a_refused_key_stops_the_experiment_in_one_line_and_the_same_command_resumes(
+    openai_server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Before, every call fell back: the run went on as lp under the model's label."""
+    pytest.importorskip("torch")
+    pytest.importorskip("minari")
+    from gameon.cli import main
+    from gameon.records import load_record
+
+    refusal = {"error": {"code": 401, "message": f"Incorrect API key provided: {OPENAI_KEY}"}}
+    openai_server.script(Scripted(401, json.dumps(refusal)))
+    run_dir = tmp_path / "refused"
+    arguments = [
+        "experiment",
+        "--env-id", "GameOn/Reach-v0",
+        "--curriculum", "vlm",
+        "--backend", "openai",
+        "--vlm-model", "gpt-4o-mini",
+        "--vlm-base-url", f"{openai_server.url}/v1",
+        "--iterations", "1",
+        "--episodes-per-iteration", "2",
+        "--seed-episodes", "2",
+        "--num-updates", "20",
+        "--eval-episodes-per-skill", "1",
+        "--target-eval-episodes", "1",
+        "--no-auto-stop",
+        "--no-progress",
+        "--run-dir", str(run_dir),
+    ]  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        main(arguments)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith("gameon: error: openai call for")
+    assert "Incorrect API key provided: ***" in error and OPENAI_KEY not in error
+    assert "check OPENAI_API_KEY" in error and "run the same command again to resume" in error
+    assert len(openai_server.requests) == 1 and not (run_dir / "record.json").exists()
+    assert json.loads((run_dir / "state.json").read_text())["iteration"] == 0
+
+    openai_server.script(openai_reply(GOOD))
+    main(arguments)
+    record = load_record(run_dir / "record.json")
+    assert record.extra["iterations_done"] == 1
+    assert record.vlm.calls == 1 and len(openai_server.requests) >= 2
+    assert_no_key(tmp_path, capsys.readouterr().out)
 
 
 def test_bench_run_says_calls_and_cost_before_any_run(

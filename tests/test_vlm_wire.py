@@ -19,7 +19,7 @@ import pytest
 from fake_http import Scripted, ScriptedServer, gemini_reply, openai_reply
 
 from gameon.experimenter.curriculum import LearningProgressCurriculum, task_set
-from gameon.experimenter.vlm import GeminiBackend, Transcript, make_backend
+from gameon.experimenter.vlm import GeminiBackend, Transcript, VLMRefused, make_backend
 from gameon.experimenter.vlm_curriculum import VLMCurriculum, make_vlm_curriculum
 
 OPENAI_KEY = "sk-wire-SECRET-789"
@@ -288,6 +288,49 @@ def test_timeout_falls_back_to_lp(
     (entry,) = Transcript(tmp_path).entries()
     assert "Timeout" in entry["error"]
     assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+REFUSALS = {
+    401: r"the API key was not accepted: check (OPENAI_API_KEY|GEMINI_API_KEY)",
+    403: r"the API key may not use this model: check (OPENAI_API_KEY|GEMINI_API_KEY)",
+    404: r"no such model here: check --vlm-model and, for a server of your own, --vlm-base-url",
+}
+
+
+@pytest.mark.parametrize("status", sorted(REFUSALS))
+def test_a_key_or_model_refused_at_the_first_call_stops_the_run_saying_what_to_check(
+    provider: Provider,
+    tmp_path: Path,
+    status: int,
+    logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """Every later call would be refused too: a run that went on would be lp under the
+    model's label, its fallbacks counted, one warning per consultation."""
+    body = {"error": {"code": status, "message": f"Refused: {provider.key}", "status": "DENIED"}}
+    provider.server.script(Scripted(status, json.dumps(body)))
+    vlm = curriculum(provider, tmp_path, retries=2)
+    with pytest.raises(VLMRefused, match=REFUSALS[status]) as refused:
+        vlm.propose()
+    assert f"{provider.name} call for module 'propose' failed" in str(refused.value)
+    assert "Refused: ***" in str(refused.value) and provider.key not in str(refused.value)
+    assert len(provider.server.requests) == 1  # no retry fixes a refusal
+    (entry,) = Transcript(tmp_path).entries()
+    assert entry["raw_response"] is None and str(status) in entry["error"]
+    assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_a_refusal_after_an_answered_call_falls_back_like_a_dead_server(
+    provider: Provider, tmp_path: Path
+) -> None:
+    """The settings worked once (a key revoked mid-run, a proxy's hiccup): the run goes on."""
+    provider.server.script(provider.reply(proposal(GOOD_TASKS)), provider.error(401))
+    vlm = curriculum(provider, tmp_path)
+    picks = [vlm.propose() for _ in range(6)]  # the sixth consults again (interval 5)
+    assert all(pick in GOOD_TASKS for pick in picks[:5])
+    assert vlm.source == "lp" and vlm.usage()["fallbacks"] == 1 and vlm.usage()["calls"] == 1
+    assert vlm.plan("pick up the red block", COLOURS).steps is None  # unsent until the next
+    assert len(provider.server.requests) == 2 and vlm.usage()["fallbacks"] == 2
 
 
 def test_a_slow_server_is_waited_for_with_the_timeout_given_by_name(

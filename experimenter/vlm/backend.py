@@ -36,6 +36,31 @@ class VLMUnreachable(VLMError):
     HTTP errors): the caller stops asking until its next consultation."""
 
 
+class VLMRefused(VLMUnreachable):
+    """A request the server refused for a reason no retry fixes: the API key (HTTP 401, 403) or
+    the model's name or the server's URL (HTTP 404). Raised to the run when no call of it has
+    been answered yet (its settings are wrong, so every call would fail); later, a fallback."""
+
+
+REFUSED_HINTS = {
+    401: "the API key was not accepted: check {key_source}",
+    403: "the API key may not use this model: check {key_source} and the key's access",
+    404: "no such model here: check --vlm-model and, for a server of your own, --vlm-base-url "
+    "(an OpenAI-compatible server's usually ends in /v1)",
+}
+"""What to check, by the HTTP status of a refused request ({key_source}: where the key was read)."""
+
+
+def http_status(error: BaseException) -> int | None:
+    """The HTTP status of a client library's error (openai's `status_code`, google-genai's
+    `code`), or None for a failure without one (a timeout, a refused connection)."""
+    for name in ("status_code", "code"):
+        status = getattr(error, name, None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status
+    return None
+
+
 class CostCapReached(VLMError):
     """A request not sent because the run's spending cap is reached (the caller falls back)."""
 
@@ -285,6 +310,8 @@ class Backend(ABC):
         self._secrets: list[str] = []
         self.cost_cap: Callable[[], str | None] | None = None
         """asked before every request; a reason (e.g. the cap is spent) stops the call unsent"""
+        self.key_source = "the API key"
+        """where the API key was read (an environment variable), named when a server refuses it"""
 
     @abstractmethod
     def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
@@ -395,9 +422,12 @@ class Backend(ABC):
                     )
                     if isinstance(exc, VLMError):
                         raise
-                    raise VLMUnreachable(
-                        f"{self.name} call for module {module!r} failed: {message}"
-                    ) from None
+                    failure = f"{self.name} call for module {module!r} failed: {message}"
+                    hint = REFUSED_HINTS.get(http_status(exc))
+                    if hint is not None:
+                        hint = hint.format(key_source=self.key_source)
+                        raise VLMRefused(f"{failure} ({hint})") from None
+                    raise VLMUnreachable(failure) from None
                 raw = self._redact(raw)  # an answer that echoes a key neither parses nor logs it
                 self.calls += 1
                 self.total_usage = self.total_usage + usage

@@ -60,6 +60,7 @@ class GeminiBackend(Backend):
             )
         for secret in keys:
             self.add_secret(secret)
+        self.key_source = next(env for env, secret in zip(KEY_ENVS, keys, strict=True) if secret)
         self.base_url = base_url
         self.temperature = temperature
         http_options = types.HttpOptions(

@@ -66,6 +66,7 @@ class OpenAIBackend(Backend):
             key = "local-no-key"
         else:
             self.add_secret(key)
+        self.key_source = api_key_env
         self.base_url = resolved_url
         self.temperature = temperature
         self._client = openai.OpenAI(
