@@ -328,6 +328,28 @@ def test_the_online_estimate_counts_episodes_of_the_runs_own_length() -> None:
     assert (default.calls, shorter.calls) == (4000 // 400 + 1, 4000 // 100 + 1)
 
 
+def tiny_experiment(server: ScriptedServer, run_dir: Path, *options: str) -> list[str]:
+    """`gameon experiment` arguments for a vlm run on the OpenAI wire at the smallest budget."""
+    return [
+        "experiment",
+        "--env-id", "GameOn/Reach-v0",
+        "--curriculum", "vlm",
+        "--backend", "openai",
+        "--vlm-model", "gpt-4o-mini",
+        "--vlm-base-url", f"{server.url}/v1",
+        *options,
+        "--iterations", "1",
+        "--episodes-per-iteration", "2",
+        "--seed-episodes", "2",
+        "--num-updates", "20",
+        "--eval-episodes-per-skill", "1",
+        "--target-eval-episodes", "1",
+        "--no-auto-stop",
+        "--no-progress",
+        "--run-dir", str(run_dir),
+    ]  # fmt: skip
+
+
 def test_experiment_says_calls_and_cost_before_the_first_request(
     openai_server: ScriptedServer, tmp_path: Path
 ) -> None:
@@ -351,24 +373,7 @@ def test_experiment_says_calls_and_cost_before_the_first_request(
     openai_server.requests = Snapshots()
     openai_server.script(openai_reply(GOOD))
     run_dir = tmp_path / "results" / "capped"
-    arguments = [
-        "experiment",
-        "--env-id", "GameOn/Reach-v0",
-        "--curriculum", "vlm",
-        "--backend", "openai",
-        "--vlm-model", "gpt-4o-mini",
-        "--vlm-base-url", f"{openai_server.url}/v1",
-        "--vlm-max-cost", str(OPENAI_CALL_USD / 2),
-        "--iterations", "1",
-        "--episodes-per-iteration", "2",
-        "--seed-episodes", "2",
-        "--num-updates", "20",
-        "--eval-episodes-per-skill", "1",
-        "--target-eval-episodes", "1",
-        "--no-auto-stop",
-        "--no-progress",
-        "--run-dir", str(run_dir),
-    ]  # fmt: skip
+    arguments = tiny_experiment(openai_server, run_dir, "--vlm-max-cost", str(OPENAI_CALL_USD / 2))
     with redirect_stdout(printed):
         main(arguments)
     output = printed.getvalue()
@@ -405,23 +410,7 @@ def test_a_refused_key_stops_the_experiment_in_one_line_and_the_same_command_res
     refusal = {"error": {"code": 401, "message": f"Incorrect API key provided: {OPENAI_KEY}"}}
     openai_server.script(Scripted(401, json.dumps(refusal)))
     run_dir = tmp_path / "refused"
-    arguments = [
-        "experiment",
-        "--env-id", "GameOn/Reach-v0",
-        "--curriculum", "vlm",
-        "--backend", "openai",
-        "--vlm-model", "gpt-4o-mini",
-        "--vlm-base-url", f"{openai_server.url}/v1",
-        "--iterations", "1",
-        "--episodes-per-iteration", "2",
-        "--seed-episodes", "2",
-        "--num-updates", "20",
-        "--eval-episodes-per-skill", "1",
-        "--target-eval-episodes", "1",
-        "--no-auto-stop",
-        "--no-progress",
-        "--run-dir", str(run_dir),
-    ]  # fmt: skip
+    arguments = tiny_experiment(openai_server, run_dir)
     with pytest.raises(SystemExit) as exited:
         main(arguments)
     assert exited.value.code == 2
