@@ -11,7 +11,8 @@ the next consultation, and the fallback is counted. A request that got no answer
 server down, timed out or refusing) also makes every later call of that consultation (plans,
 analysis, skills) fall back unsent, so a dead server costs one timeout per consultation, not one
 per call. A run never stops because of the model, but for settings the server refuses before it
-has answered any call of the run (an API key or a model it does not know: HTTP 401, 403, 404):
+has answered any call of the run (an API key or a model it does not know: HTTP 401, 403, 404,
+Gemini's 400 API_KEY_INVALID):
 `VLMRefused` then stops the run, since every call would fail the same way; a resumed run, with
 the setting fixed, goes on from its last saved iteration.
 

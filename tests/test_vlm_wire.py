@@ -291,6 +291,7 @@ def test_timeout_falls_back_to_lp(
 
 
 REFUSALS = {
+    400: r"the API key was not accepted: check (OPENAI_API_KEY|GEMINI_API_KEY)",  # Gemini's
     401: r"the API key was not accepted: check (OPENAI_API_KEY|GEMINI_API_KEY)",
     403: r"the API key may not use this model: check (OPENAI_API_KEY|GEMINI_API_KEY)",
     404: r"no such model here: check --vlm-model and, for a server of your own, --vlm-base-url",
@@ -308,6 +309,8 @@ def test_a_key_or_model_refused_at_the_first_call_stops_the_run_saying_what_to_c
     """Every later call would be refused too: a run that went on would be lp under the
     model's label, its fallbacks counted, one warning per consultation."""
     body = {"error": {"code": status, "message": f"Refused: {provider.key}", "status": "DENIED"}}
+    if status == 400:  # how Gemini refuses a key (HTTP 401 is OpenAI's way)
+        body["error"]["details"] = [{"reason": "API_KEY_INVALID", "domain": "googleapis.com"}]
     provider.server.script(Scripted(status, json.dumps(body)))
     vlm = curriculum(provider, tmp_path, retries=2)
     with pytest.raises(VLMRefused, match=REFUSALS[status]) as refused:
@@ -318,6 +321,14 @@ def test_a_key_or_model_refused_at_the_first_call_stops_the_run_saying_what_to_c
     (entry,) = Transcript(tmp_path).entries()
     assert entry["raw_response"] is None and str(status) in entry["error"]
     assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+def test_a_bad_request_that_is_not_about_the_key_stays_a_fallback(
+    provider: Provider, tmp_path: Path
+) -> None:
+    provider.server.script(provider.error(400))
+    vlm = curriculum(provider, tmp_path)
+    assert vlm.propose() == lp_choices(1)[0] and vlm.usage()["fallbacks"] == 1
 
 
 def test_a_refusal_after_an_answered_call_falls_back_like_a_dead_server(

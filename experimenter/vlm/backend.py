@@ -37,9 +37,10 @@ class VLMUnreachable(VLMError):
 
 
 class VLMRefused(VLMUnreachable):
-    """A request the server refused for a reason no retry fixes: the API key (HTTP 401, 403) or
-    the model's name or the server's URL (HTTP 404). Raised to the run when no call of it has
-    been answered yet (its settings are wrong, so every call would fail); later, a fallback."""
+    """A request the server refused for a reason no retry fixes: the API key (HTTP 401, 403,
+    Gemini's 400 API_KEY_INVALID) or the model's name or the server's URL (HTTP 404). Raised to
+    the run when no call of it has been answered yet (its settings are wrong, so every call would
+    fail); later, a fallback."""
 
 
 REFUSED_HINTS = {
@@ -51,13 +52,16 @@ REFUSED_HINTS = {
 """What to check, by the HTTP status of a refused request ({key_source}: where the key was read)."""
 
 
-def http_status(error: BaseException) -> int | None:
-    """The HTTP status of a client library's error (openai's `status_code`, google-genai's
-    `code`), or None for a failure without one (a timeout, a refused connection)."""
+def refusal(error: BaseException) -> int | None:
+    """The REFUSED_HINTS status of a client library's error (openai's `status_code`,
+    google-genai's `code`; Gemini's HTTP 400 API_KEY_INVALID, on either wire, counts as 401), or
+    None for any other failure (a timeout, a refused connection, a server error, a rate limit)."""
     for name in ("status_code", "code"):
         status = getattr(error, name, None)
         if isinstance(status, int) and not isinstance(status, bool):
-            return status
+            if status == 400 and "API_KEY_INVALID" in f"{error} {getattr(error, 'body', '')}":
+                return 401
+            return status if status in REFUSED_HINTS else None
     return None
 
 
@@ -423,9 +427,9 @@ class Backend(ABC):
                     if isinstance(exc, VLMError):
                         raise
                     failure = f"{self.name} call for module {module!r} failed: {message}"
-                    hint = REFUSED_HINTS.get(http_status(exc))
-                    if hint is not None:
-                        hint = hint.format(key_source=self.key_source)
+                    status = refusal(exc)
+                    if status is not None:
+                        hint = REFUSED_HINTS[status].format(key_source=self.key_source)
                         raise VLMRefused(f"{failure} ({hint})") from None
                     raise VLMUnreachable(failure) from None
                 raw = self._redact(raw)  # an answer that echoes a key neither parses nor logs it
