@@ -11,10 +11,10 @@ the next consultation, and the fallback is counted. A request that got no answer
 server down, timed out or refusing) also makes every later call of that consultation (plans,
 analysis, skills) fall back unsent, so a dead server costs one timeout per consultation, not one
 per call. A run never stops because of the model, but for settings the server refuses before it
-has answered any call of the run (an API key or a model it does not know: HTTP 401, 403, 404,
-Gemini's 400 API_KEY_INVALID):
-`VLMRefused` then stops the run, since every call would fail the same way; a resumed run, with
-the setting fixed, goes on from its last saved iteration.
+has answered any call since the run started or resumed (an API key or a model it does not know:
+HTTP 401, 403, 404, Gemini's 400 API_KEY_INVALID): `VLMRefused` then stops the run, since every
+call would fail the same way; resumed with the setting fixed, it goes on from its last saved
+iteration.
 
 `usage()` totals the calls, tokens, estimated cost and fallbacks with the keys of
 `gameon.records.VLMUsage`; results are labelled `vlm[rules]`, `vlm[replay]` or
@@ -279,8 +279,8 @@ class VLMCurriculum(Curriculum):
             self.fall_back_capped(module, str(error))
             return None
         except VLMUnreachable as error:
-            if isinstance(error, VLMRefused) and self.usage()["calls"] == 0:
-                raise  # never answered: the key or the model is wrong for every call
+            if isinstance(error, VLMRefused) and self.backend.calls == 0:
+                raise  # never answered since the run (re)started: the key or model is wrong
             self.fallbacks += 1
             self.unreachable = True
             log.warning(

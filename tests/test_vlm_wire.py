@@ -323,6 +323,17 @@ def test_a_key_or_model_refused_at_the_first_call_stops_the_run_saying_what_to_c
     assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
 
 
+def test_a_refusal_at_the_first_call_of_a_resumed_run_stops_it_too(
+    provider: Provider, tmp_path: Path
+) -> None:
+    """The key may have changed since the saved iterations' calls were answered."""
+    provider.server.script(provider.error(401))
+    vlm = curriculum(provider, tmp_path)
+    vlm.load_state_dict({**vlm.state_dict(), "usage": {**vlm.usage(), "calls": 4}})
+    with pytest.raises(VLMRefused, match="the API key was not accepted"):
+        vlm.propose()
+
+
 def test_a_bad_request_that_is_not_about_the_key_stays_a_fallback(
     provider: Provider, tmp_path: Path
 ) -> None:

@@ -39,8 +39,8 @@ class VLMUnreachable(VLMError):
 class VLMRefused(VLMUnreachable):
     """A request the server refused for a reason no retry fixes: the API key (HTTP 401, 403,
     Gemini's 400 API_KEY_INVALID) or the model's name or the server's URL (HTTP 404). Raised to
-    the run when no call of it has been answered yet (its settings are wrong, so every call would
-    fail); later, a fallback."""
+    the run when no call has been answered since it started or resumed (its settings are wrong,
+    so every call would fail); later, a fallback."""
 
 
 REFUSED_HINTS = {
