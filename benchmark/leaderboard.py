@@ -390,13 +390,28 @@ def _checkpoint_hash(record: RunRecord, folder: Path) -> tuple[str | None, str |
 
 
 def check_record(record: RunRecord, name: str) -> list[str]:
-    """Everything one record must satisfy on its own: env, versions, suite, claimed numbers."""
+    """Everything one record must satisfy on its own: env, versions, suite, claimed numbers, and
+    for a vlm run a model that answered."""
     return (
         _check_env(record, name)
         + _check_versions(record, name)
         + _check_suite(record, name)
-        + (_check_claims(record, name))
+        + _check_claims(record, name)
+        + _check_vlm(record, name)
     )
+
+
+def _check_vlm(record: RunRecord, name: str) -> list[str]:
+    """A vlm run whose model answered none of its calls practised what the learning-progress
+    fallback chose: not a result of the model, so not one to rank under its label."""
+    if record.curriculum != "vlm" or record.vlm.calls > 0:
+        return []
+    capped = f", {record.vlm.capped_calls} at the cost cap" if record.vlm.capped_calls else ""
+    return [
+        f"{name}: vlm: the model answered none of the run's calls ({record.vlm.fallbacks} fell "
+        f"back to learning progress{capped}), so its practice was the fallback's, not "
+        f"{record.curriculum_label}'s; run it again with the model reachable"
+    ]
 
 
 def _check_env(record: RunRecord, name: str) -> list[str]:

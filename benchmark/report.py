@@ -305,6 +305,7 @@ def vlm_usage(records: Sequence[RunRecord]) -> dict:
     return {
         "backends": backends,
         "capped_runs": sum(r.vlm.capped_calls > 0 for r in records),
+        "unanswered_runs": sum(r.curriculum == "vlm" and r.vlm.calls == 0 for r in records),
         "total": totals,
         "per_run": {name: value / len(records) for name, value in totals.items()},
     }
@@ -653,11 +654,20 @@ def _baseline_seeds(group: dict, seeds: dict[tuple[str, str, str, str], int]) ->
 
 
 def _cap_lines(groups: Sequence[dict]) -> list[str]:
-    """A line per group whose runs hit their VLM spending cap: part of its practice was then
-    chosen by the learning-progress fallback, not by the model."""
+    """A line per group whose runs hit their VLM spending cap, and one per group with runs whose
+    model answered no call: part or all of their practice was then chosen by the
+    learning-progress fallback, not by the model."""
     lines = []
     for group in groups:
         vlm = group["vlm"]
+        if vlm.get("unanswered_runs"):
+            lines.append(
+                f"- **VLM never answered**: in {vlm['unanswered_runs']} of "
+                f"{len(group['seeds'])} runs of {group['curriculum_label']} ({group['protocol']}, "
+                f"{group['learner']}, {group['env_id']}) the model answered none of the calls, "
+                "so all their practice was learning progress's choice, not the model's (the "
+                "leaderboard refuses such runs)."
+            )
         if not vlm.get("capped_runs"):
             continue
         lines.append(

@@ -15,7 +15,7 @@ from gameon.atomic import atomic_write
 from gameon.benchmark.commands import main
 from gameon.benchmark.leaderboard import BoardError, EntryAudit, read_board, submit
 from gameon.evaluation import evaluate
-from gameon.records import TargetEvaluation
+from gameon.records import TargetEvaluation, VLMUsage
 
 FIXED = [[True, False, False, False], [False] * 4, [True, True, False, False]]
 LP = [[True, True, True, False], [True, True, False, False], [True] * 4]
@@ -181,6 +181,23 @@ def test_tampered_claims_are_rejected_naming_run_and_field(board, tmp_path) -> N
         "curve[-1].per_skill['reach'] claims 1.0000 but its episodes give 0.5000" in r
         for r in reasons
     )
+
+
+def test_vlm_runs_whose_model_never_answered_are_rejected(board, tmp_path) -> None:
+    """Every choice of such a run was the learning-progress fallback's: ranked under the model's
+    label, it would credit the model with lp's result."""
+    unanswered = VLMUsage(backend="gemini", model="gemini-2.5-flash", fallbacks=12)
+    paths = [
+        write_run(tmp_path / "vlm", make_record(seed, wins, "vlm", "vlm[gemini]", vlm=unanswered))
+        for seed, wins in enumerate(LP)
+    ]
+    reasons = _rejected(
+        board,
+        paths,
+        "vlm: the model answered none of the run's calls (12 fell back to learning progress)",
+        "its practice was the fallback's, not vlm[gemini]'s; run it again with the model reachable",
+    )
+    assert len(reasons) == 3
 
 
 def test_duplicates_are_rejected(board, tmp_path) -> None:

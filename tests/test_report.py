@@ -210,6 +210,24 @@ def test_ctrl_c_after_report_json_still_writes_the_markdown_of_that_report(
     assert f"generated {generated}." in (tmp_path / "runs" / "report.md").read_text()
 
 
+def test_vlm_runs_whose_model_never_answered_are_named_in_the_report(tmp_path) -> None:
+    """Their practice was learning progress's: the report says so beside their row."""
+    results = tmp_path / "results"
+    answered = VLMUsage(backend="gemini", calls=6)
+    unanswered = VLMUsage(backend="gemini", fallbacks=9)
+    for seed, successes in enumerate(VLM):
+        vlm = unanswered if seed < 2 else answered
+        write_run(results, make_record(seed, successes, "vlm", "vlm[gemini]", vlm=vlm))
+    paths = write_report(results)
+    (group,) = json.loads(paths.json.read_text())["groups"]
+    assert group["vlm"]["unanswered_runs"] == 2
+    assert (
+        "- **VLM never answered**: in 2 of 3 runs of vlm[gemini] (collect, bc, GameOn/Reach-v0) "
+        "the model answered none of the calls, so all their practice was learning progress's "
+        "choice, not the model's (the leaderboard refuses such runs)."
+    ) in paths.markdown.read_text()
+
+
 def test_a_run_copied_into_other_folders_is_counted_once(tmp_path, capsys) -> None:
     """Copies of one run folder are one seed, not several: the folder named after the run is
     counted and the copies are listed as skipped, whatever order their names sort in."""
