@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +167,39 @@ def test_malformed_json_is_reasked_and_the_second_answer_used(
     assert "Your previous answer was invalid" in second["prompt"]
     assert vlm.usage()["fallbacks"] == 0 and vlm.usage()["calls"] == 2
     assert_no_key(provider, tmp_path, logs.text + "".join(capsys.readouterr()))
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda answer: f"```json\n{answer}\n```",
+        lambda answer: f"```\n{answer}\n```\n",
+        lambda answer: f"<think>The red block first: {{easy}}.</think>\n{answer}",
+        lambda answer: f"<think>\nplan\n</think>\n\n```json\n{answer}\n```",
+    ],
+    ids=["json fence", "bare fence", "reasoning", "reasoning and fence"],
+)
+def test_json_in_a_code_fence_or_after_reasoning_is_read_without_a_reask(
+    provider: Provider, tmp_path: Path, wrap: Callable[[str], str]
+) -> None:
+    """How local models answer when their server ignores the requested format: before, each
+    such answer cost a re-ask (its prompt and image again) and, repeated, a fallback."""
+    provider.server.script(provider.reply(wrap(proposal(GOOD_TASKS[:1]))))
+    vlm = curriculum(provider, tmp_path)
+    assert vlm.propose() == GOOD_TASKS[0] and vlm.source == "vlm"
+    (entry,) = Transcript(tmp_path).entries()
+    assert entry["raw_response"] == wrap(proposal(GOOD_TASKS[:1]))  # the transcript keeps it all
+    assert entry["parsed"]["tasks"] == GOOD_TASKS[:1] and entry["error"] is None
+
+
+def test_text_around_a_fence_is_still_reasked(provider: Provider, tmp_path: Path) -> None:
+    """Only a whole answer is unwrapped: prose around the JSON may qualify or contradict it."""
+    wrapped = f"Here you go:\n```json\n{proposal(GOOD_TASKS[:1])}\n```"
+    provider.server.script(provider.reply(wrapped), provider.reply(proposal(GOOD_TASKS[1:])))
+    vlm = curriculum(provider, tmp_path)
+    assert vlm.propose() == GOOD_TASKS[1]
+    first, second = Transcript(tmp_path).entries()
+    assert first["parsed"] is None and second["attempt"] == 1
 
 
 def test_schema_violations_until_the_limit_fall_back_to_lp(

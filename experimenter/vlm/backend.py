@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -25,6 +26,23 @@ ImageLike = bytes | np.ndarray
 REASK_TEMPLATE = (
     "\n\nYour previous answer was invalid: {error}; answer again with JSON matching the schema."
 )
+
+
+WRAPPED_JSON = re.compile(
+    r"""\s* (?: <think> .*? </think> \s* )?          # a reasoning block first
+    (?: ```(?:json)?[ \t]*\n (?P<fenced>.*?) \n\s*``` # one markdown code fence
+      | (?P<bare>.*?) ) \s*""",
+    re.DOTALL | re.IGNORECASE | re.VERBOSE,
+)
+"""An answer as models wrap its JSON: after their reasoning in <think>...</think>, inside one
+markdown code fence (```json ... ```), or both, when a server ignores the requested format."""
+
+
+def answer_json(raw: str) -> str:
+    """The JSON text of an answer: without a leading reasoning block, and unwrapped from a code
+    fence that holds the whole rest of it (text around a fence is left, and fails to parse)."""
+    match = WRAPPED_JSON.fullmatch(raw)  # always matches: `bare` takes whatever is not fenced
+    return match.group("fenced") if match.group("fenced") is not None else match.group("bare")
 
 
 class VLMError(Exception):
@@ -439,7 +457,7 @@ class Backend(ABC):
             try:
                 if empty:
                     raise ValueError(empty)
-                answer = schema_model.model_validate_json(raw)
+                answer = schema_model.model_validate_json(answer_json(raw))
                 if validate is not None:
                     validate(answer)
             except (ValidationError, ValueError) as exc:
