@@ -426,7 +426,15 @@ def test_a_refused_key_stops_the_experiment_in_one_line_and_the_same_command_res
     record = load_record(run_dir / "record.json")
     assert record.extra["iterations_done"] == 1
     assert record.vlm.calls == 1 and len(openai_server.requests) >= 2
-    assert_no_key(tmp_path, capsys.readouterr().out)
+    output = capsys.readouterr().out
+    fallbacks = record.vlm.fallbacks  # the unscripted calls after the proposal
+    assert fallbacks >= 1
+    said = (  # at the end, with where to read why
+        f"vlm:      1 call answered, {fallbacks} fallbacks to learning progress, why in "
+        f"{run_dir / 'transcript.jsonl'}; 100 + 20 tokens, $0.000027"
+    )
+    assert said in output
+    assert_no_key(tmp_path, output)
 
 
 def test_bench_run_says_calls_and_cost_before_any_run(
