@@ -66,7 +66,13 @@ import gymnasium as gym
 from pydantic import ValidationError, model_validator
 
 from gameon.atomic import atomic_write, defer_signals, file_lock
-from gameon.benchmark.report import group_key, per_skill_iqm, protocol_name, target_success
+from gameon.benchmark.report import (
+    group_key,
+    per_skill_iqm,
+    protocol_name,
+    target_success,
+    unused_model,
+)
 from gameon.benchmark.stats import iqm, iqm_ci
 from gameon.envs import ENV_SKILLS
 from gameon.evaluation import SUITE_SEED, EvalReport, EvalTask, evaluation_suite
@@ -402,15 +408,17 @@ def check_record(record: RunRecord, name: str) -> list[str]:
 
 
 def _check_vlm(record: RunRecord, name: str) -> list[str]:
-    """A vlm run whose model answered none of its calls practised what the learning-progress
+    """A vlm run none of whose model's answers was used practised what the learning-progress
     fallback chose: not a result of the model, so not one to rank under its label."""
-    if record.curriculum != "vlm" or record.vlm.calls > 0:
+    reason = unused_model(record)
+    if reason is None:
         return []
     capped = f", {record.vlm.capped_calls} at the cost cap" if record.vlm.capped_calls else ""
     return [
-        f"{name}: vlm: the model answered none of the run's calls ({record.vlm.fallbacks} fell "
-        f"back to learning progress{capped}), so its practice was the fallback's, not "
-        f"{record.curriculum_label}'s; run it again with the model reachable"
+        f"{name}: vlm: {reason} ({record.vlm.fallbacks} module calls fell back to learning "
+        f"progress{capped}), so its practice was the fallback's, not "
+        f"{record.curriculum_label}'s; run it again once the model answers (its transcript says "
+        "what went wrong)"
     ]
 
 

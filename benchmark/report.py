@@ -295,6 +295,18 @@ def controls_check(groups: Sequence[dict]) -> list[dict]:
     return checks
 
 
+def unused_model(record: RunRecord) -> str | None:
+    """Why none of a vlm run's practice was its model's choice (no call answered, or no answer
+    valid, so every choice was the learning-progress fallback's), or None."""
+    if record.curriculum != "vlm":
+        return None
+    if record.vlm.calls == 0:
+        return "the model answered none of the run's calls"
+    if record.vlm.used_answers == 0:
+        return f"none of the model's {record.vlm.calls} answers was valid"
+    return None
+
+
 def vlm_usage(records: Sequence[RunRecord]) -> dict:
     """VLM calls, tokens, cost and fallbacks (those the spending cap stopped too): totals over
     the runs and means per run, and how many runs hit their cap."""
@@ -305,7 +317,7 @@ def vlm_usage(records: Sequence[RunRecord]) -> dict:
     return {
         "backends": backends,
         "capped_runs": sum(r.vlm.capped_calls > 0 for r in records),
-        "unanswered_runs": sum(r.curriculum == "vlm" and r.vlm.calls == 0 for r in records),
+        "unanswered_runs": sum(unused_model(r) is not None for r in records),
         "total": totals,
         "per_run": {name: value / len(records) for name, value in totals.items()},
     }
@@ -664,9 +676,9 @@ def _cap_lines(groups: Sequence[dict]) -> list[str]:
             lines.append(
                 f"- **VLM never answered**: in {vlm['unanswered_runs']} of "
                 f"{len(group['seeds'])} runs of {group['curriculum_label']} ({group['protocol']}, "
-                f"{group['learner']}, {group['env_id']}) the model answered none of the calls, "
-                "so all their practice was learning progress's choice, not the model's (the "
-                "leaderboard refuses such runs)."
+                f"{group['learner']}, {group['env_id']}) no answer of the model was used (none "
+                "came, or none was valid), so all their practice was learning progress's choice, "
+                "not the model's (the leaderboard refuses such runs)."
             )
         if not vlm.get("capped_runs"):
             continue

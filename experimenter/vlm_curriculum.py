@@ -162,6 +162,9 @@ class VLMCurriculum(Curriculum):
         self.since = 0
         self.consults = 0
         self.fallbacks = 0
+        self.used_answers: int | None = 0
+        """module calls whose answer was valid and used (None when resumed from a state saved
+        before they were counted)"""
         self.unreachable = False
         """a request got no answer since the last consultation: calls fall back unsent until the
         next one, so a dead server costs one timeout per consultation, not one per call"""
@@ -274,7 +277,7 @@ class VLMCurriculum(Curriculum):
             self.fallbacks += 1
             return None
         try:
-            return call()
+            answer = call()
         except CostCapReached as error:
             self.fall_back_capped(module, str(error))
             return None
@@ -293,6 +296,9 @@ class VLMCurriculum(Curriculum):
             self.fallbacks += 1
             log.warning("vlm %s failed, falling back: %s", module, error)
             return None
+        if self.used_answers is not None:
+            self.used_answers += 1
+        return answer
 
     def task_stats(self) -> dict[str, dict[str, Any]]:
         """Per task: attempts, successes, recent success rate and learning progress."""
@@ -490,6 +496,7 @@ class VLMCurriculum(Curriculum):
             ),
             "fallbacks": self.fallbacks,
             "capped_calls": self.capped_calls,
+            "used_answers": self.used_answers,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -532,6 +539,8 @@ class VLMCurriculum(Curriculum):
         }
         usage = state["usage"]
         self.fallbacks = int(usage["fallbacks"])
+        used = usage.get("used_answers")
+        self.used_answers = None if used is None else int(used)
         self.capped_calls = int(usage.get("capped_calls", 0))
         self._base = {key: usage[key] for key in self._base}
         self._base_spent = self._resumed_spend(float(state.get("spent_usd", usage["cost_usd"])))

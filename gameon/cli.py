@@ -350,7 +350,8 @@ def experiment(args: Any) -> RunRecord:
 
 
 def vlm_line(vlm: VLMUsage, run_dir: Path) -> str:
-    """What a vlm run asked of its model: answered calls, fallbacks (where to read why), cost."""
+    """What a vlm run asked of its model: calls answered, answers used, fallbacks (and where to
+    read why), tokens and cost."""
     from gameon.experimenter.vlm.factory import usd
 
     fallbacks = f"{vlm.fallbacks} fallback{'' if vlm.fallbacks == 1 else 's'} to learning progress"
@@ -360,6 +361,8 @@ def vlm_line(vlm: VLMUsage, run_dir: Path) -> str:
         fallbacks += f", why in {run_dir / 'transcript.jsonl'}"
     tokens = f"{vlm.prompt_tokens} + {vlm.completion_tokens} tokens"
     calls = f"{vlm.calls} call{'' if vlm.calls == 1 else 's'} answered"
+    if vlm.used_answers is not None:
+        calls += f", {vlm.used_answers} answer{'' if vlm.used_answers == 1 else 's'} used"
     return f"vlm:      {calls}, {fallbacks}; {tokens}, {usd(vlm.cost_usd)}"
 
 

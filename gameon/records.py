@@ -123,6 +123,9 @@ class VLMUsage(StrictModel):
     capped_calls: int = Field(0, ge=0)
     """module calls that fell back unsent because the run's spending cap was reached (also
     counted in fallbacks; 0 in records made before the cap existed)"""
+    used_answers: int | None = Field(None, ge=0)
+    """module calls whose answer was valid and used (0 for a model whose every answer was invalid
+    or missing, so every choice was the fallback's; None in records made before it was counted)"""
 
 
 class TargetEvaluation(StrictModel):

@@ -183,21 +183,41 @@ def test_tampered_claims_are_rejected_naming_run_and_field(board, tmp_path) -> N
     )
 
 
-def test_vlm_runs_whose_model_never_answered_are_rejected(board, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("usage", "reason"),
+    [
+        ({}, "the model answered none of the run's calls"),
+        ({"calls": 36, "used_answers": 0}, "none of the model's 36 answers was valid"),
+    ],
+    ids=["no answer", "no valid answer"],
+)
+def test_vlm_runs_none_of_whose_model_answers_was_used_are_rejected(
+    board, tmp_path, usage: dict, reason: str
+) -> None:
     """Every choice of such a run was the learning-progress fallback's: ranked under the model's
     label, it would credit the model with lp's result."""
-    unanswered = VLMUsage(backend="gemini", model="gemini-2.5-flash", fallbacks=12)
+    vlm = VLMUsage(backend="gemini", model="gemini-2.5-flash", fallbacks=12, **usage)
     paths = [
-        write_run(tmp_path / "vlm", make_record(seed, wins, "vlm", "vlm[gemini]", vlm=unanswered))
+        write_run(tmp_path / "vlm", make_record(seed, wins, "vlm", "vlm[gemini]", vlm=vlm))
         for seed, wins in enumerate(LP)
     ]
     reasons = _rejected(
         board,
         paths,
-        "vlm: the model answered none of the run's calls (12 fell back to learning progress)",
-        "its practice was the fallback's, not vlm[gemini]'s; run it again with the model reachable",
+        f"vlm: {reason} (12 module calls fell back to learning progress), so its practice was "
+        "the fallback's, not vlm[gemini]'s; run it again once the model answers",
     )
     assert len(reasons) == 3
+
+
+def test_vlm_runs_from_before_answers_were_counted_are_accepted(board, tmp_path) -> None:
+    vlm = VLMUsage(backend="rules", model="rules", calls=6, fallbacks=1)
+    assert vlm.used_answers is None
+    paths = [
+        write_run(tmp_path / "vlm", make_record(seed, wins, "vlm", "vlm[rules]", vlm=vlm))
+        for seed, wins in enumerate(LP)
+    ]
+    assert submit(paths, board).accepted
 
 
 def test_duplicates_are_rejected(board, tmp_path) -> None:

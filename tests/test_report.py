@@ -213,18 +213,19 @@ def test_ctrl_c_after_report_json_still_writes_the_markdown_of_that_report(
 def test_vlm_runs_whose_model_never_answered_are_named_in_the_report(tmp_path) -> None:
     """Their practice was learning progress's: the report says so beside their row."""
     results = tmp_path / "results"
-    answered = VLMUsage(backend="gemini", calls=6)
+    answered = VLMUsage(backend="gemini", calls=6, used_answers=5)
     unanswered = VLMUsage(backend="gemini", fallbacks=9)
+    invalid = VLMUsage(backend="gemini", calls=27, fallbacks=9, used_answers=0)
     for seed, successes in enumerate(VLM):
-        vlm = unanswered if seed < 2 else answered
+        vlm = (unanswered, invalid, answered)[seed]
         write_run(results, make_record(seed, successes, "vlm", "vlm[gemini]", vlm=vlm))
     paths = write_report(results)
     (group,) = json.loads(paths.json.read_text())["groups"]
     assert group["vlm"]["unanswered_runs"] == 2
     assert (
         "- **VLM never answered**: in 2 of 3 runs of vlm[gemini] (collect, bc, GameOn/Reach-v0) "
-        "the model answered none of the calls, so all their practice was learning progress's "
-        "choice, not the model's (the leaderboard refuses such runs)."
+        "no answer of the model was used (none came, or none was valid), so all their practice "
+        "was learning progress's choice, not the model's (the leaderboard refuses such runs)."
     ) in paths.markdown.read_text()
 
 

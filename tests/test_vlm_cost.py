@@ -430,7 +430,8 @@ def test_a_refused_key_stops_the_experiment_in_one_line_and_the_same_command_res
     fallbacks = record.vlm.fallbacks  # the unscripted calls after the proposal
     assert fallbacks >= 1
     said = (  # at the end, with where to read why
-        f"vlm:      1 call answered, {fallbacks} fallbacks to learning progress, why in "
+        f"vlm:      1 call answered, 1 answer used, {fallbacks} fallbacks to learning progress, "
+        "why in "
         f"{run_dir / 'transcript.jsonl'}; 100 + 20 tokens, $0.000027"
     )
     assert said in output

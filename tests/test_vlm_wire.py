@@ -146,6 +146,7 @@ def test_good_answer_becomes_the_proposal(
     usage = vlm.usage()
     assert usage["calls"] == 1 and usage["prompt_tokens"] == 100
     assert usage["completion_tokens"] == 20 and usage["fallbacks"] == 0
+    assert usage["used_answers"] == 1
     if provider.name == "openai":
         assert usage["cost_usd"] == pytest.approx((100 * 0.15 + 20 * 0.60) / 1e6)
     model = "gpt-4o-mini" if provider.name == "openai" else GEMINI_MODEL
@@ -214,7 +215,8 @@ def test_schema_violations_until_the_limit_fall_back_to_lp(
     picks = [vlm.propose() for _ in range(4)]
     assert picks == lp_choices(4)
     assert vlm.source == "lp" and vlm.proposal == []
-    assert vlm.usage()["fallbacks"] == 1
+    usage = vlm.usage()  # answered three times, but no answer could be used
+    assert usage["fallbacks"] == 1 and usage["calls"] == 3 and usage["used_answers"] == 0
     entries = Transcript(tmp_path).entries()
     assert [e["attempt"] for e in entries] == [0, 1, 2]
     assert all("tasks" in e["error"] for e in entries)
@@ -365,6 +367,18 @@ def test_a_refusal_at_the_first_call_of_a_resumed_run_stops_it_too(
     vlm.load_state_dict({**vlm.state_dict(), "usage": {**vlm.usage(), "calls": 4}})
     with pytest.raises(VLMRefused, match="the API key was not accepted"):
         vlm.propose()
+
+
+def test_a_state_saved_before_used_answers_were_counted_resumes_without_a_count(
+    provider: Provider, tmp_path: Path
+) -> None:
+    provider.server.script(provider.reply(proposal(GOOD_TASKS)))
+    vlm = curriculum(provider, tmp_path)
+    state = vlm.state_dict()
+    del state["usage"]["used_answers"]
+    vlm.load_state_dict(state)
+    assert vlm.propose() in GOOD_TASKS
+    assert vlm.usage()["used_answers"] is None  # unknown, not the one answer since the resume
 
 
 def test_a_bad_request_that_is_not_about_the_key_stays_a_fallback(
