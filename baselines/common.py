@@ -60,8 +60,8 @@ from gameon.experimenter.curriculum import (
     vlm_usage,
 )
 from gameon.experimenter.curriculum_wrapper import make_curriculum_vec_env
-from gameon.experimenter.vlm.backend import VLMRefused
-from gameon.experimenter.vlm.factory import check_transport
+from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, VLMRefused
+from gameon.experimenter.vlm.factory import check_transport, vlm_line
 from gameon.extras import installed
 from gameon.policy import (
     Actor,
@@ -73,6 +73,7 @@ from gameon.policy import (
     save_checkpoint,
     warm_start,
 )
+from gameon.records import VLMUsage
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -575,6 +576,8 @@ class OnlineRun:
                 "agent_steps": agent_steps,
             }
         write_json(self.run_dir / "summary.json", summary)
+        if summary["vlm"]["backend"] is not None:
+            print(vlm_line(VLMUsage(**summary["vlm"]), self.run_dir / TRANSCRIPT_FILE))
         self.writer.close()
         if self.wandb is not None:
             self.wandb.finish()

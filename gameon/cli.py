@@ -33,7 +33,7 @@ from gameon.extras import first_missing, missing_extra
 
 if TYPE_CHECKING:
     from gameon.experimenter.loop import LoopConfig
-    from gameon.records import RunRecord, VLMUsage
+    from gameon.records import RunRecord
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 FPS = 20
@@ -343,27 +343,13 @@ def experiment(args: Any) -> RunRecord:
             f"episode{'' if episodes == 1 else 's'}{' (the ranked score)' if ranked else ''}"
         )
     if record.vlm.backend is not None:
-        print(vlm_line(record.vlm, run_dir))
+        from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE
+        from gameon.experimenter.vlm.factory import vlm_line
+
+        print(vlm_line(record.vlm, run_dir / TRANSCRIPT_FILE))
     print(f"record:   {run_dir / 'record.json'}")
     print(f"curves:   {run_dir / 'curves.png'}")
     return record
-
-
-def vlm_line(vlm: VLMUsage, run_dir: Path) -> str:
-    """What a vlm run asked of its model: calls answered, answers used, fallbacks (and where to
-    read why), tokens and cost."""
-    from gameon.experimenter.vlm.factory import usd
-
-    fallbacks = f"{vlm.fallbacks} fallback{'' if vlm.fallbacks == 1 else 's'} to learning progress"
-    if vlm.capped_calls:
-        fallbacks += f" ({vlm.capped_calls} at the cost cap)"
-    if vlm.fallbacks:
-        fallbacks += f", why in {run_dir / 'transcript.jsonl'}"
-    tokens = f"{vlm.prompt_tokens} + {vlm.completion_tokens} tokens"
-    calls = f"{vlm.calls} call{'' if vlm.calls == 1 else 's'} answered"
-    if vlm.used_answers is not None:
-        calls += f", {vlm.used_answers} answer{'' if vlm.used_answers == 1 else 's'} used"
-    return f"vlm:      {calls}, {fallbacks}; {tokens}, {usd(vlm.cost_usd)}"
 
 
 def usage() -> str:

@@ -17,11 +17,14 @@ from gameon.experimenter.vlm import Transcript  # noqa: E402
 
 @pytest.mark.parametrize(("module", "make_args"), [(ppo, ppo_args), (sac, sac_args)])
 def test_online_learner_consults_the_rules_backend(
-    tmp_path: Path, module: object, make_args: object
+    tmp_path: Path, module: object, make_args: object, capsys: pytest.CaptureFixture
 ) -> None:
     args = make_args(tmp_path, curriculum="vlm", vlm_backend="rules", vlm_interval=4)
     summary = module.train(args)
     usage = summary["vlm"]
+    calls = usage["calls"]  # the run's last line says what the model did
+    said = f"vlm:      {calls} calls answered, {calls} answers used, 0 fallbacks to learning "
+    assert said + "progress; 0 + 0 tokens, $0.00" in capsys.readouterr().out
     assert summary["curriculum_label"] == "vlm[rules]"
     assert usage["backend"] == "rules" and usage["fallbacks"] == 0
     episodes = summary["train_episodes"]
@@ -35,7 +38,10 @@ def test_online_learner_consults_the_rules_backend(
     assert summary["curriculum_state"]["source"] == "vlm"
 
 
-def test_online_learner_without_vlm_reports_zero_usage(tmp_path: Path) -> None:
+def test_online_learner_without_vlm_reports_zero_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     summary = ppo.train(ppo_args(tmp_path, curriculum="lp"))
     assert summary["vlm"]["calls"] == 0 and summary["vlm"]["backend"] is None
+    assert "vlm:" not in capsys.readouterr().out
     assert summary["curriculum_label"] == "lp"

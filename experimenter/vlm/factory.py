@@ -7,6 +7,7 @@ from functools import cache
 from pathlib import Path
 
 from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, Backend, Transcript, Usage
+from gameon.records import VLMUsage
 
 try:
     import tomllib
@@ -140,3 +141,18 @@ def usd(amount: float) -> str:
     if amount >= 0.01 or amount == 0:
         return f"${amount:.2f}"
     return f"${amount:.4f}" if amount >= 0.0001 else f"${amount:.6f}"
+
+
+def vlm_line(vlm: VLMUsage, transcript: Path) -> str:
+    """What a vlm run asked of its model, as the run's last line says it: calls answered, answers
+    used, fallbacks (and the transcript that says why), tokens and cost."""
+    fallbacks = f"{vlm.fallbacks} fallback{'' if vlm.fallbacks == 1 else 's'} to learning progress"
+    if vlm.capped_calls:
+        fallbacks += f" ({vlm.capped_calls} at the cost cap)"
+    if vlm.fallbacks:
+        fallbacks += f", why in {transcript}"
+    tokens = f"{vlm.prompt_tokens} + {vlm.completion_tokens} tokens"
+    calls = f"{vlm.calls} call{'' if vlm.calls == 1 else 's'} answered"
+    if vlm.used_answers is not None:
+        calls += f", {vlm.used_answers} answer{'' if vlm.used_answers == 1 else 's'} used"
+    return f"vlm:      {calls}, {fallbacks}; {tokens}, {usd(vlm.cost_usd)}"
