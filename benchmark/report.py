@@ -617,7 +617,7 @@ def render_markdown(summary: dict) -> str:
     lines += _table(header, rows) if rows else ["No valid run records."]
     if rows:
         lines += _legend(GROUP_LEGEND)
-    lines += _cap_lines(summary["groups"])
+    lines += _vlm_lines(summary["groups"])
     lines += _target_lines(summary["groups"])
     lines += _controls_lines(summary.get("controls", []), seeds)
     lines += _comparison_lines(summary["groups"], summary.get("controls", []), seeds)
@@ -665,10 +665,10 @@ def _baseline_seeds(group: dict, seeds: dict[tuple[str, str, str, str], int]) ->
     return min(len(group["seeds"]), fixed)
 
 
-def _cap_lines(groups: Sequence[dict]) -> list[str]:
-    """A line per group whose runs hit their VLM spending cap, and one per group with runs whose
-    model answered no call: part or all of their practice was then chosen by the
-    learning-progress fallback, not by the model."""
+def _vlm_lines(groups: Sequence[dict]) -> list[str]:
+    """A line per group with runs none of whose model's answers was used (`unused_model`), and
+    one per group whose runs hit their VLM spending cap: all or part of their practice was then
+    chosen by the learning-progress fallback, not by the model."""
     lines = []
     for group in groups:
         vlm = group["vlm"]

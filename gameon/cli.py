@@ -319,7 +319,8 @@ def experiment(args: Any) -> RunRecord:
 
     for line in estimate_lines([collect_estimate(config)]):  # paid VLM backends: calls and cost
         print(line, flush=True)
-    from gameon.experimenter.vlm.backend import VLMRefused
+    from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, VLMRefused
+    from gameon.experimenter.vlm.factory import vlm_line
 
     try:
         record = run_experiment(config, run_dir, progress=args.progress)
@@ -343,9 +344,6 @@ def experiment(args: Any) -> RunRecord:
             f"episode{'' if episodes == 1 else 's'}{' (the ranked score)' if ranked else ''}"
         )
     if record.vlm.backend is not None:
-        from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE
-        from gameon.experimenter.vlm.factory import vlm_line
-
         print(vlm_line(record.vlm, run_dir / TRANSCRIPT_FILE))
     print(f"record:   {run_dir / 'record.json'}")
     print(f"curves:   {run_dir / 'curves.png'}")
