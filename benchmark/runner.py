@@ -5,8 +5,11 @@ matrix.json, the expanded spec the directory belongs to. Running the same spec a
 runs whose record is finished and valid and re-runs failed or interrupted ones; a different spec
 is refused. A run whose worker raises or dies is retried up to `retries` times (an online run
 starts over, a collect run resumes from its committed iteration); if it still fails, the reason
-is in its error.txt and the other runs go on. Records are only ever written by an atomic rename,
-so killing the matrix at any point loses no finished run and leaves no half-written record.
+is in its error.txt and the other runs go on. A run whose VLM refused its key or model is not
+retried, and the runs waiting to ask the same model are not started (each says so in its
+error.txt): fix the key or model and run the same command again. Records are only ever written
+by an atomic rename, so killing the matrix at any point loses no finished run and leaves no
+half-written record.
 Ctrl-C (or SIGTERM) stops the runs in flight and marks each interrupted in its error.txt, which
 `gameon bench report` shows, then says what finished, what was interrupted and how to resume.
 
@@ -44,6 +47,7 @@ from gameon.benchmark.runs import (
     ERROR_FILE,
     FAULT_VARIABLE,
     LOG_FILE,
+    REFUSED_STATUS,
     failure_reason,
     is_complete,
     mark_interrupted,
@@ -759,9 +763,13 @@ def _schedule(
                     with defer_signals():  # active, then pending again or counted: never lost
                         active.remove(item)
                         result = _finish(item, polled, results_dir, options, pending, console)
-                        if result is not None:
-                            outcome.results.append(result)
-                            tracker.finish(result.run_id, result.seconds, result.status == "failed")
+                        ended = [] if result is None else [result]
+                        if polled[0] == REFUSED_STATUS:
+                            ended += _skip_refused(item.run, results_dir, pending, console)
+                        for run_result in ended:
+                            outcome.results.append(run_result)
+                            failed = run_result.status == "failed"
+                            tracker.finish(run_result.run_id, run_result.seconds, failed)
                     if result is not None and bar is None:
                         print(tracker.line(_running(active)), file=sys.stderr, flush=True)
                 launcher.check()
@@ -875,7 +883,7 @@ def _finish(
         return RunResult(item.run.run_id, "done", item.attempt, seconds)
     message = failure_message(run_dir, status, note)
     errors = [*item.errors, f"attempt {item.attempt}: {message}"]
-    if item.attempt <= options.retries:
+    if item.attempt <= options.retries and status != REFUSED_STATUS:
         console.print(
             f"[yellow]retrying[/yellow] {item.run.run_id}: {escape(_first_line(message))}"
         )
@@ -889,6 +897,33 @@ def _finish(
         f"{escape(_first_line(message))} (see {escape(str(run_dir / ERROR_FILE))})"
     )
     return RunResult(item.run.run_id, "failed", item.attempt, seconds, "\n\n".join(errors))
+
+
+def _skip_refused(
+    refused: RunSpec, results_dir: Path, pending: deque, console: Any
+) -> list[RunResult]:
+    """Take the runs that would ask the model which refused `refused` (the same curriculum and
+    options) off the queue, each failed with a note in its error.txt whose last line is the
+    refusal: they would each spend their first iteration only to be refused too."""
+    reason = failure_reason((results_dir / refused.run_id / ERROR_FILE).read_text(errors="replace"))
+    skipped = [entry for entry in pending if entry[0].curriculum == refused.curriculum]
+    for entry in skipped:
+        pending.remove(entry)
+        run, _, errors = entry
+        run_dir = results_dir / run.run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        note = (
+            f"{run.run_id} not started: {refused.run_id}'s model refused it, and this run would "
+            f"ask the same model; fix that and run the same `gameon bench run` again\n{reason}"
+        )
+        write_error(run_dir, "\n\n".join([*errors, note]))
+    if skipped:
+        console.print(
+            f"[red]not starting[/red] {len(skipped)} more {escape(refused.curriculum.label)} "
+            f"run{'s' if len(skipped) > 1 else ''} ({', '.join(e[0].run_id for e in skipped)}): "
+            "their model refused the one above"
+        )
+    return [RunResult(run.run_id, "failed", attempt - 1) for run, attempt, _ in skipped]
 
 
 def _first_line(text: str) -> str:

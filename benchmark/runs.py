@@ -8,8 +8,9 @@ learner's own files (summary, evaluations, checkpoint, TensorBoard logs, curves,
 
 The runners start every run in a fresh interpreter with `python -m gameon.benchmark.runs RUN_DIR`
 (the run is read from RUN_DIR/run.json; stdout and stderr go to RUN_DIR/run.log): exit status 0
-means the record is written, anything else that the run failed (or, 130, was interrupted by
-Ctrl-C), with the reason in error.txt: its last line, `failure_reason`. A worker the runner stops
+means the record is written, anything else that the run failed (3: its VLM refused the key or
+model, which another attempt cannot mend; 130: it was interrupted by Ctrl-C), with the reason in
+error.txt: its last line, `failure_reason`. A worker the runner stops
 (Ctrl-C or SIGTERM on the whole bench run, a lost Ray cluster) is marked interrupted by the runner
 (`mark_interrupted`).
 """
@@ -30,6 +31,7 @@ from typing import Any
 from gameon.atomic import atomic_write
 from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, run_config
 from gameon.envs import ENV_SKILLS
+from gameon.experimenter.vlm.backend import VLMRefused
 from gameon.records import (
     RECORD_FILE,
     CurvePoint,
@@ -50,6 +52,9 @@ FAULT_VARIABLE = "GAMEON_BENCH_FAULT"
 """Fault injection for tests: "crash:SUBSTRING" or "raise:SUBSTRING" makes the first attempt of
 every run whose id contains SUBSTRING die by SIGKILL or raise; later attempts run normally."""
 ATTEMPT_VARIABLE = "GAMEON_BENCH_ATTEMPT"
+REFUSED_STATUS = 3
+"""The worker's exit status when the run's VLM refused its key or model (`VLMRefused`): the runner
+does not retry it, nor start the other runs that would ask the same model."""
 INTERRUPTED = "KeyboardInterrupt"
 """The reason (last line) of the error.txt of a run stopped by Ctrl-C, or by the runner as its bench
 run stopped: interrupted, not failed."""
@@ -250,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
         interrupted = isinstance(error, KeyboardInterrupt)
         write_error(run_dir, f"{run.run_id} {'interrupted' if interrupted else 'failed'}:\n{text}")
-        return 130 if interrupted else 1
+        if interrupted:
+            return 130
+        return REFUSED_STATUS if isinstance(error, VLMRefused) else 1
     print(f"== {run.run_id}: final success {record.target_success:.2f}", flush=True)
     return 0
 

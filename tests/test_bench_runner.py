@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
+import io
 import json
 import os
 import re
@@ -17,6 +19,7 @@ from collections import deque
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from gameon.benchmark import runner, runs
 from gameon.benchmark.commands import main
@@ -413,6 +416,85 @@ def test_failed_run_is_retried_then_recorded_as_an_error(tmp_path, monkeypatch, 
     assert load_record(failed).run_id == failed.name
     assert not (failed / "error.txt").exists()
     assert "(attempt 2)" in (failed / "run.log").read_text()
+
+
+REFUSED_MATRIX = """
+name = "refused"
+seeds = [0, 1]
+eval_episodes_per_skill = 1
+curricula = [{{ name = "vlm", backend = "openai", model = "gpt-4o-mini", base_url = "{url}/v1" }}]
+
+[collect]
+learners = ["bc"]
+env_ids = ["GameOn/Reach-v0"]
+budget = {{ iterations = 1, episodes_per_iteration = 1, seed_episodes = 2, num_updates = 20 }}
+settings = {{ practice_env_id = "GameOn/Reach-v0", auto_stop = false }}
+"""
+
+
+def test_a_refused_model_is_not_retried_and_its_other_runs_wait_for_the_rerun(
+    tmp_path, monkeypatch, capsys
+):
+    """Before, each run of a refused model was started and retried, each refused in turn."""
+    from fake_http import Scripted, ScriptedServer, openai_reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-refused-SECRET")
+    server = ScriptedServer("/v1/chat/completions")
+    try:
+        server.script(Scripted(401, json.dumps({"error": {"code": 401, "message": "bad key"}})))
+        spec = tmp_path / "refused.toml"
+        spec.write_text(REFUSED_MATRIX.format(url=server.url))
+        results = tmp_path / "results"
+        assert main(command(spec, results, "--workers", "1", "--retries", "1")) == 1
+        assert len(server.requests) == 1  # not retried; the second vlm run never started
+        out = " ".join(capsys.readouterr().out.split())
+        vlm = "collect__Reach__vlm-openai-v1-gpt_4o_mini__bc"
+        assert f"failed {vlm}__s0 after 1 attempt" in out
+        assert f"not starting 1 more vlm[openai:gpt-4o-mini] run ({vlm}__s1)" in out
+        assert "0 runs done now, 0 finished before, 2 failed, 0 retried" in out
+        assert records(results) == {}
+        reasons = {Path(s.path).name: s.reason for s in load_runs(results)[1]}
+        assert set(reasons) == {f"{vlm}__s0", f"{vlm}__s1"}
+        for reason in reasons.values():  # both name the refusal
+            assert "the API key was not accepted: check OPENAI_API_KEY" in reason
+        note = (results / f"{vlm}__s1" / "error.txt").read_text()
+        assert note.startswith(f"{vlm}__s1 not started: {vlm}__s0's model refused it")
+
+        server.script(*[openai_reply(json.dumps({"tasks": ["reach the red block"]}))] * 2)
+        assert main(command(spec, results, "--workers", "1")) == 0  # the key mended: resumed
+        assert sorted(records(results)) == [f"{vlm}__s{seed}" for seed in (0, 1)]
+        assert "SECRET" not in "".join(
+            p.read_text(errors="replace")
+            for p in results.rglob("*.*")
+            if p.is_file() and p.suffix in (".txt", ".json", ".log")
+        )
+    finally:
+        server.close()
+
+
+def test_only_the_runs_asking_the_refused_model_are_taken_off_the_queue(tmp_path, capsys):
+    spec = load_spec("smoke")
+    collect = [run for run in expand(spec) if run.protocol == "collect" and run.seed == 0]
+    refused = next(run for run in collect if run.curriculum.name == "vlm")
+    same_model = dataclasses.replace(refused, run_id=f"{refused.run_id}-again", seed=7)
+    other_model = dataclasses.replace(
+        refused,
+        run_id=f"{refused.run_id}-gpt-4o",
+        curriculum=dataclasses.replace(
+            refused.curriculum, options={"backend": "openai", "model": "gpt-4o"}
+        ),
+    )
+    others = [run for run in collect if run.curriculum.name != "vlm"]
+    pending = deque([(same_model, 2, ["attempt 1: lost with its node"]), (other_model, 1, [])])
+    pending.extend((run, 1, []) for run in others)
+    (tmp_path / refused.run_id).mkdir()
+    runs.write_error(tmp_path / refused.run_id, "VLMRefused: the API key was not accepted")
+    skipped = runner._skip_refused(refused, tmp_path, pending, Console(file=io.StringIO()))
+    assert [(r.run_id, r.status, r.attempts) for r in skipped] == [(same_model.run_id, "failed", 1)]
+    assert [entry[0] for entry in pending] == [other_model, *others]
+    note = (tmp_path / same_model.run_id / "error.txt").read_text()
+    assert note.startswith("attempt 1: lost with its node")  # an earlier attempt's reason kept
+    assert runs.failure_reason(note) == "VLMRefused: the API key was not accepted"
 
 
 def test_a_run_stopped_by_ctrl_c_is_reported_interrupted_and_a_rerun_runs_it(
