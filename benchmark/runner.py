@@ -890,6 +890,8 @@ def _finish(
         pending.appendleft((item.run, item.attempt + 1, errors))
         return None
     attempts = f"{item.attempt} attempt{'' if item.attempt == 1 else 's'}"
+    if status == REFUSED_STATUS and item.attempt <= options.retries:
+        attempts += " (its model refused it: another attempt would be refused too)"
     verdict = f"failed after {attempts}, the last with:\n{_first_line(message)}"
     write_error(run_dir, "\n\n".join([*errors, verdict]))  # the reason last: failure_reason
     console.print(
