@@ -424,11 +424,11 @@ seeds = [0, 1]
 eval_episodes_per_skill = 1
 curricula = [{{ name = "vlm", backend = "openai", model = "gpt-4o-mini", base_url = "{url}/v1" }}]
 
-[collect]
-learners = ["bc"]
+[online]
+learners = ["ppo"]
 env_ids = ["GameOn/Reach-v0"]
-budget = {{ iterations = 1, episodes_per_iteration = 1, seed_episodes = 2, num_updates = 20 }}
-settings = {{ practice_env_id = "GameOn/Reach-v0", auto_stop = false }}
+budget = {{ total_timesteps = 128, eval_every = 128, num_envs = 2 }}
+ppo = {{ num_steps = 64, num_minibatches = 4, update_epochs = 1 }}
 """
 
 
@@ -448,7 +448,7 @@ def test_a_refused_model_is_not_retried_and_its_other_runs_wait_for_the_rerun(
         assert main(command(spec, results, "--workers", "1", "--retries", "1")) == 1
         assert len(server.requests) == 1  # not retried; the second vlm run never started
         out = " ".join(capsys.readouterr().out.split())
-        vlm = "collect__Reach__vlm-openai-v1-gpt_4o_mini__bc"
+        vlm = "online__Reach__vlm-openai-v1-gpt_4o_mini__ppo"
         assert f"failed {vlm}__s0 after 1 attempt (its model refused it: another attempt" in out
         assert f"not starting 1 more vlm[openai:gpt-4o-mini] run ({vlm}__s1)" in out
         assert "0 runs done now, 0 finished before, 2 failed, 0 retried" in out
@@ -461,7 +461,7 @@ def test_a_refused_model_is_not_retried_and_its_other_runs_wait_for_the_rerun(
         assert note.startswith(f"{vlm}__s1 not started: {vlm}__s0's model refused it")
 
         server.script(*[openai_reply(json.dumps({"tasks": ["reach the red block"]}))] * 2)
-        assert main(command(spec, results, "--workers", "1")) == 0  # the key mended: resumed
+        assert main(command(spec, results, "--workers", "2")) == 0  # the key mended: both run
         assert sorted(records(results)) == [f"{vlm}__s{seed}" for seed in (0, 1)]
         assert "SECRET" not in "".join(
             p.read_text(errors="replace")
