@@ -12,10 +12,14 @@ Bitwise equality holds on one platform: another MuJoCo or NumPy version, or a CP
 NumPy's BLAS picks other kernels for the controller's small matrix products (OpenBLAS's AVX-512
 kernels round them differently from its AVX2 ones), gives a different trajectory. The file names
 the versions it was recorded with and a fingerprint of how its machine's BLAS rounds those
-products. Where only the fingerprint differs (an AVX-512 CPU), the replay runs in a subprocess
-with the recording's kernels forced (RECORDING_KERNELS), so it is checked there too; it is skipped
-where the versions differ or the forced kernels still round otherwise. On such a machine,
-regenerate the file from the code before a change, then test after.
+products. Where the fingerprint differs (an AVX-512 CPU), the replay runs in a subprocess with the
+recording's kernels forced (RECORDING_KERNELS), so it is checked there too; it is skipped where the
+forced kernels still round otherwise. The file also lists the versions it replays under bit for
+bit (those it was recorded with, then any vouched for by `python tests/test_trajectory_replay.py
+--vouch`, which replays it and adds this process's versions only if every case is identical:
+MuJoCo 4.0.1 replays the 4.0.0 recording so). Under versions it does not list, the replay is
+checked all the same and skipped, naming the first difference, only where it differs; on such a
+machine, regenerate the file from the code before a change, then test after.
 """
 
 from __future__ import annotations
@@ -122,13 +126,18 @@ def replay(env_id: str, reward_mode: str, actions: np.ndarray) -> dict[str, np.n
 
 
 def versions() -> str:
-    """The library versions a recording is only comparable under."""
+    """The library versions of this process, as a recording lists those it replays under."""
     return f"mujoco {mujoco.__version__}, numpy {np.__version__}"
+
+
+def listed_versions(recording: dict[str, np.ndarray]) -> list[str]:
+    """The versions the recording replays under bit for bit (one string in older files)."""
+    return np.atleast_1d(recording["versions"]).astype(str).tolist()
 
 
 def regenerate(path: Path = DATA) -> None:
     """Record every case with the current env and write them to `path`."""
-    arrays = {"versions": np.array(versions()), "blas": np.array(numpy_blas_fingerprint())}
+    arrays = {"versions": np.array([versions()]), "blas": np.array(numpy_blas_fingerprint())}
     for name, (env_id, steps) in CASES.items():
         recording = record(env_id, steps)
         for mode in REWARD_MODES:
@@ -207,8 +216,6 @@ def test_the_recording_covers_success_termination_resets_and_random_steps(record
 @pytest.mark.parametrize("reward_mode", REWARD_MODES)
 @pytest.mark.parametrize("name", CASES)
 def test_recorded_trajectory_replays_bitwise(request, recorded, name, reward_mode):
-    if str(recorded["versions"]) != versions():
-        pytest.skip(f"recorded under {recorded['versions']}, running under {versions()}")
     env_id, _ = CASES[name]
     if str(recorded["blas"]) == numpy_blas_fingerprint():
         replayed = replay(env_id, reward_mode, recorded[f"{name}__action"])
@@ -217,15 +224,65 @@ def test_recorded_trajectory_replays_bitwise(request, recorded, name, reward_mod
         prefix = f"{name}__{reward_mode}__"
         replayed = {k.removeprefix(prefix): v for k, v in elsewhere.items() if k.startswith(prefix)}
     replayed[f"reward_{reward_mode}"] = replayed.pop("reward")
+    difference = first_difference(replayed, recorded, name)
+    if difference and versions() not in listed_versions(recorded):
+        pytest.skip(
+            f"replays bit for bit under {'; '.join(listed_versions(recorded))}, running under "
+            f"{versions()}, which replays it otherwise ({difference}): regenerate it from the "
+            "code before a change"
+        )
+    assert difference is None, f"{name}: {difference}"
+
+
+def first_difference(replayed: dict[str, np.ndarray], recorded: dict, name: str) -> str | None:
+    """Where the replay first departs from the recording of case `name`, or None if it matches
+    bit for bit."""
     for field, values in replayed.items():
         expected = recorded[f"{name}__{field}"]
-        assert values.dtype == expected.dtype and values.shape == expected.shape, field
-        assert values.tobytes() == expected.tobytes(), f"{name}: {field} differs from the recording"
+        if values.dtype != expected.dtype or values.shape != expected.shape:
+            recorded_as = f"{expected.dtype} {expected.shape}"
+            return f"{field} is {values.dtype} {values.shape}, recorded as {recorded_as}"
+        if values.tobytes() != expected.tobytes():
+            unequal = _byte_rows(values) != _byte_rows(expected)
+            step = int(np.flatnonzero(unequal.any(axis=1))[0])
+            return f"{field} differs from the recording first at step {step}"
+    return None
+
+
+def _byte_rows(values: np.ndarray) -> np.ndarray:
+    """Each step's entry as its bytes (NaN equals NaN there, as in the bitwise comparison)."""
+    return np.ascontiguousarray(values).view(np.uint8).reshape(len(values), -1)
+
+
+def vouch(path: Path = DATA) -> str:
+    """Replay every case here; if all are identical, add this process's versions to the file's
+    list. Needs the recording's BLAS rounding (on an AVX-512 CPU: OPENBLAS_CORETYPE=Haswell)."""
+    with np.load(path) as data:
+        recording = dict(data)
+    if str(recording["blas"]) != numpy_blas_fingerprint():
+        sys.exit(f"this BLAS rounds otherwise: run again with {RECORDING_KERNELS} set")
+    for name, (env_id, _) in CASES.items():
+        for mode in REWARD_MODES:
+            replayed = replay(env_id, mode, recording[f"{name}__action"])
+            replayed[f"reward_{mode}"] = replayed.pop("reward")
+            difference = first_difference(replayed, recording, name)
+            if difference:
+                sys.exit(f"not vouched: {name} ({mode}): {difference}")
+    listed = listed_versions(recording)
+    recording["versions"] = np.array(listed + [versions()] * (versions() not in listed))
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "wb") as file:
+        np.savez_compressed(file, **recording)
+    os.replace(partial, path)
+    return "; ".join(listed_versions(recording))
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--replay"]:
         replay_all(Path(sys.argv[2]))
+        sys.exit()
+    if sys.argv[1:] == ["--vouch"]:
+        print(f"{DATA} replays bit for bit under: {vouch()}")
         sys.exit()
     regenerate()
     print(f"wrote {DATA} ({DATA.stat().st_size / 1024:.0f} KiB)")
