@@ -197,6 +197,13 @@ class BoardEntry(StrictModel):
     budget: str | None = None
     """the runs' training budget as the board shows it (`budget_text`); None on entries stored
     before it was kept"""
+    vlm_fallbacks: int | None = None
+    """vlm entries: the runs' module calls whose choice fell back to learning progress (the
+    model's answer missing, invalid or over the cost cap); None for other curricula and on
+    entries stored before it was kept"""
+    vlm_used_answers: int | None = None
+    """vlm entries: the runs' module calls whose model answer was used; None where a record did
+    not count them"""
 
     @model_validator(mode="before")
     @classmethod
@@ -985,7 +992,20 @@ def _entry(
         verified=verified,
         runs=runs,
         budget=budget_text(first.budget),
+        **_vlm_counts(records),
     )
+
+
+def _vlm_counts(records: Sequence[RunRecord]) -> dict[str, int | None]:
+    """The entry's vlm_fallbacks and vlm_used_answers, summed over its runs (None for a
+    curriculum without a model; used answers None where a record did not count them)."""
+    if records[0].curriculum != "vlm":
+        return {}
+    used = [r.vlm.used_answers for r in records]
+    return {
+        "vlm_fallbacks": sum(r.vlm.fallbacks for r in records),
+        "vlm_used_answers": None if None in used else sum(used),
+    }
 
 
 def _monolithic_iqm(records: Sequence[RunRecord]) -> float | None:
@@ -1054,6 +1074,27 @@ def audit_cell(audits: Sequence[EntryAudit]) -> str:
     return f"{verdict} ({good}/{len(standing)}, {audits[-1].when[:10]})"
 
 
+def vlm_fallback_share(entry: BoardEntry) -> float | None:
+    """The share of a vlm entry's module calls that fell back to learning progress; None where
+    it is unknown or the curriculum asks no model."""
+    if entry.vlm_fallbacks is None or entry.vlm_used_answers is None:
+        return None
+    calls = entry.vlm_fallbacks + entry.vlm_used_answers
+    return entry.vlm_fallbacks / calls if calls else None
+
+
+def vlm_cell(entry: BoardEntry) -> str:
+    """How the board shows a vlm entry's fallbacks: "3 of 120 (2.5%)", just "3" where the used
+    answers were not counted, "-" for other curricula."""
+    if entry.vlm_fallbacks is None:
+        return "-"
+    share = vlm_fallback_share(entry)
+    if share is None:
+        return str(entry.vlm_fallbacks)
+    calls = entry.vlm_fallbacks + (entry.vlm_used_answers or 0)
+    return f"{entry.vlm_fallbacks} of {calls} ({share:.1%})"
+
+
 def rank_score(entry: BoardEntry) -> tuple[float, float]:
     """The (IQM, mean) an entry ranks by, rounded to RANK_DIGITS: the same rates summed in
     another order differ in the last bit (0.1 + 0.2 + 0.3 against 0 + 0.3 + 0.3), and such
@@ -1109,12 +1150,15 @@ def render_markdown(board: Board) -> str:
         "stated tolerance on another machine or library version), over all the entry's audits: a",
         "run that once failed to reproduce keeps it at no. Shown: runs reproduced / runs audited,",
         "and the date of the latest audit.",
+        "VLM fallbacks: of a vlm entry's module calls (propose, decompose, analyse, ...), those",
+        "whose choice fell back to learning progress because the model's answer was missing,",
+        "invalid or over the cost cap: the practice the model did not choose.",
         "",
         "| rank | protocol | env | curriculum | learner | seeds | IQM [95% CI] | mean | "
-        "monolithic IQM | all-skills IQM | eval episodes/skill | budget | verified | audited "
-        "| submitted | commit | entry |",
+        "monolithic IQM | all-skills IQM | eval episodes/skill | budget | VLM fallbacks "
+        "| verified | audited | submitted | commit | entry |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-        "| --- | --- | --- |",
+        "| --- | --- | --- | --- |",
     ]
     for rank, entry in ranked(board.entries):
         commits = sorted({run.git_commit[:7] for run in entry.runs})
@@ -1131,6 +1175,7 @@ def render_markdown(board: Board) -> str:
             f"{entry.suite_iqm:.2f}",
             entry.episodes_per_skill,
             entry.budget or "-",
+            vlm_cell(entry),
             "yes" if entry.verified else "no",
             audit_cell(entry.audits),
             entry.submitted[:10],

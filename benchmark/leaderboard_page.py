@@ -40,6 +40,8 @@ from gameon.benchmark.leaderboard import (
     problems_text,
     ranked,
     shown_protocol,
+    vlm_cell,
+    vlm_fallback_share,
 )
 
 PAGE_FILE = "index.html"
@@ -65,6 +67,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("all_skills", "all-skills IQM", "num"),
     ("episodes", "eval eps / skill", "num"),
     ("budget", "budget", "text"),
+    ("vlm_fallbacks", "VLM fallbacks", "num"),
     ("verified", "verified", "text"),
     ("audited", "audited", "text"),
     ("submitted", "submitted", "text"),
@@ -155,6 +158,8 @@ def row(rank: int, entry: BoardEntry, board_dir: Path, base: Path) -> dict[str, 
         "all_skills": entry.suite_iqm,
         "episodes": entry.episodes_per_skill,
         "budget": entry.budget or "-",
+        "vlm_fallbacks": vlm_fallback_share(entry),
+        "vlm_fallbacks_text": vlm_cell(entry),
         "verified": "yes" if entry.verified else "no",
         "audited": audit_cell(entry.audits),
         "submitted": entry.submitted[:10],
@@ -311,7 +316,9 @@ sort.</p>
 Audited: <code>gameon leaderboard audit</code> re-trained sampled runs from their records (yes when
 every run audited so far reproduced its claim, over all the entry's audits, so a run that once
 failed keeps it at no; runs reproduced / runs audited, date of the latest audit). Each entry
-links to its records folder, one record per seed, and any plots there. The view is kept in the
+links to its records folder, one record per seed, and any plots there. VLM fallbacks: of a vlm
+entry's module calls, those whose choice fell back to learning progress (the model's answer
+missing, invalid or over the cost cap), sorted by their share. The view is kept in the
 address fragment, e.g. <code>#sort=score&amp;dir=desc&amp;learner=bc</code>.</p>
 <script type="application/json" id="board-data">@DATA@</script>
 <script>@SCRIPT@</script>
@@ -350,8 +357,7 @@ _SCRIPT = """
     var td = document.createElement("td");
     tr.appendChild(td);
     if (kinds[key] === "num") { td.className = "num"; }
-    if (key === "score") { td.textContent = r.score_text; }
-    else if (key === "monolithic") { td.textContent = r.monolithic_text; }
+    if (r[key + "_text"] !== undefined) { td.textContent = r[key + "_text"]; }
     else if (key === "mean" || key === "all_skills") { td.textContent = r[key].toFixed(2); }
     else if (key === "verified") { text(td, "span", r.verified, r.verified); }
     else if (key === "curriculum") {

@@ -217,7 +217,43 @@ def test_vlm_runs_from_before_answers_were_counted_are_accepted(board, tmp_path)
         write_run(tmp_path / "vlm", make_record(seed, wins, "vlm", "vlm[rules]", vlm=vlm))
         for seed, wins in enumerate(LP)
     ]
-    assert submit(paths, board).accepted
+    result = submit(paths, board)
+    assert result.accepted
+    assert (result.entry.vlm_fallbacks, result.entry.vlm_used_answers) == (3, None)
+    assert _row(board, result.entry_id)[12] == "3"  # fallbacks known, their share not
+
+
+def _row(board: Path, entry_id: str) -> list[str]:
+    """The cells of an entry's row in LEADERBOARD.md."""
+    line = next(
+        line for line in (board / "LEADERBOARD.md").read_text().splitlines() if entry_id in line
+    )
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_board_shows_how_much_of_a_vlm_entrys_practice_fell_back(board, tmp_path) -> None:
+    """A model that answered a few calls validly is accepted: the board says how few."""
+    header = _row(board, "| rank |")
+    assert header[12] == "VLM fallbacks"
+    assert _row(board, read_board(board).entries[0].id)[12] == "-"  # fixed asks no model
+    usage = [(30, 10), (40, 0), (20, 20)]  # (used answers, fallbacks) of each seed
+    paths = [
+        write_run(
+            tmp_path / "vlm",
+            make_record(
+                seed,
+                wins,
+                "vlm",
+                "vlm[gemini]",
+                vlm=VLMUsage(backend="gemini", calls=used, used_answers=used, fallbacks=fallbacks),
+            ),
+        )
+        for seed, (wins, (used, fallbacks)) in enumerate(zip(LP, usage, strict=True))
+    ]
+    result = submit(paths, board)
+    assert result.accepted, result.reasons
+    assert (result.entry.vlm_fallbacks, result.entry.vlm_used_answers) == (30, 90)
+    assert _row(board, result.entry_id)[12] == "30 of 120 (25.0%)"
 
 
 def test_duplicates_are_rejected(board, tmp_path) -> None:

@@ -76,6 +76,8 @@ def _board(root: Path) -> Path:
             "protocol": "collect v2",
             "curriculum_label": NASTY,
             "monolithic_iqm": 0.4,
+            "vlm_fallbacks": 30,
+            "vlm_used_answers": 90,
             "audits": [
                 EntryAudit.model_validate(_audit("2026-12-01", "r", "not reproduced")),
                 EntryAudit.model_validate(_audit("2026-12-02", "q", "reproduced")),
@@ -142,6 +144,8 @@ def test_the_page_holds_every_entry_with_labels_verbatim_and_nothing_remote(
     # the later audit reproduced another run: the earlier failure still shows, with its date
     assert extra["audited"] == "no (1/2, 2026-12-02)" and first["audited"] == "-"
     assert first["verified"] == "no" and first["monolithic_text"] == "-"
+    assert (extra["vlm_fallbacks"], extra["vlm_fallbacks_text"]) == (0.25, "30 of 120 (25.0%)")
+    assert (first["vlm_fallbacks"], first["vlm_fallbacks_text"]) == (None, "-")
     assert re.search(r'id="generated">\d{4}-\d\d-\d\dT', text)
 
 
@@ -239,6 +243,7 @@ def test_chromium_shows_every_entry_without_errors_and_sorts_by_score(
     assert dom.count('title="offline rule-based stand-in, not a VLM">vlm[rules]</span>') == 1
     assert '<span>x&lt;/script&gt;&lt;script&gt;document.title="pwned"' in dom
     assert f'<a href="{fixed}/curves.png">curves.png</a>' in dom
+    assert '<td class="num">30 of 120 (25.0%)</td>' in dom
 
     _, rows, console = _load(page, "sort=score&dir=asc", tmp_path)
     assert console == []
