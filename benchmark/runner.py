@@ -912,13 +912,13 @@ def _skip_refused(
     for entry in skipped:
         pending.remove(entry)
         run, _, errors = entry
-        run_dir = results_dir / run.run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
         note = (
             f"{run.run_id} not started: {refused.run_id}'s model refused it, and this run would "
             f"ask the same model; fix that and run the same `gameon bench run` again\n{reason}"
         )
-        write_error(run_dir, "\n\n".join([*errors, note]))
+        write_error(
+            results_dir / run.run_id, "\n\n".join([*errors, note])
+        )  # folder made if missing
     if skipped:
         console.print(
             f"[red]not starting[/red] {len(skipped)} more {escape(refused.curriculum.label)} "
