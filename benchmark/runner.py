@@ -916,9 +916,7 @@ def _skip_refused(
             f"{run.run_id} not started: {refused.run_id}'s model refused it, and this run would "
             f"ask the same model; fix that and run the same `gameon bench run` again\n{reason}"
         )
-        write_error(
-            results_dir / run.run_id, "\n\n".join([*errors, note])
-        )  # folder made if missing
+        write_error(results_dir / run.run_id, "\n\n".join([*errors, note]))
     if skipped:
         console.print(
             f"[red]not starting[/red] {len(skipped)} more {escape(refused.curriculum.label)} "
