@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 
 import gameon.envs  # noqa: F401  (registers the GameOn/ ids)
+from gameon.atomic import atomic_file
 from gameon.envs.experts import make_expert
 from gameon.integrity import numpy_blas_fingerprint
 
@@ -148,8 +149,8 @@ def regenerate(path: Path = DATA) -> None:
             arrays[f"{name}__reward_{mode}"] = replayed.pop("reward")
         recording.pop("reward")
         arrays.update({f"{name}__{field}": values for field, values in recording.items()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, **arrays)
+    with atomic_file(path) as partial:
+        np.savez_compressed(partial, **arrays)
 
 
 def replay_all(path: Path) -> None:
@@ -270,10 +271,8 @@ def vouch(path: Path = DATA) -> str:
                 sys.exit(f"not vouched: {name} ({mode}): {difference}")
     listed = listed_versions(recording)
     recording["versions"] = np.array(listed + [versions()] * (versions() not in listed))
-    partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "wb") as file:
-        np.savez_compressed(file, **recording)
-    os.replace(partial, path)
+    with atomic_file(path) as partial:
+        np.savez_compressed(partial, **recording)
     return "; ".join(listed_versions(recording))
 
 
