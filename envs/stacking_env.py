@@ -81,10 +81,14 @@ def _is_ordered(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str)
 
 
+_MAKE_KEYWORDS = ("max_episode_steps", "disable_env_checker")
+"""gym.make's own keyword arguments, which it keeps from the env."""
+
 _KEYWORD_HINTS = {
     "instruction": "an episode's instruction goes to reset(options={'instruction': text})",
     "max_episode_steps": "gym.make takes it; the env itself has no step limit",
     "disable_env_checker": "gym.make takes it, not the env",
+    "seed": "a seed goes to reset(seed=...)",
 }
 """What a keyword argument the env does not take is for, where a user may well pass it."""
 
@@ -95,7 +99,7 @@ def _unknown_keywords(unknown: Mapping[str, Any]) -> TypeError:
     accepted = [name for name in inspect.signature(StackingEnv).parameters if name != "unknown"]
     parts = []
     for name in sorted(unknown):
-        close = difflib.get_close_matches(name, accepted, n=1)
+        close = difflib.get_close_matches(name, [*accepted, *_MAKE_KEYWORDS], n=1)
         if name in _KEYWORD_HINTS:
             parts.append(f"{name!r} ({_KEYWORD_HINTS[name]})")
         elif close:
@@ -105,7 +109,7 @@ def _unknown_keywords(unknown: Mapping[str, Any]) -> TypeError:
     plural = "s" if len(parts) > 1 else ""
     return TypeError(
         f"unknown keyword argument{plural} {', '.join(parts)}; accepted: {', '.join(accepted)} "
-        "(and gym.make's own max_episode_steps and disable_env_checker)"
+        f"(and gym.make's own {' and '.join(_MAKE_KEYWORDS)})"
     )
 
 

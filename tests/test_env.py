@@ -188,7 +188,9 @@ def test_constructor_rejects_bad_options_naming_accepted_values(kwargs, expected
     [
         ({"obs_mod": "pixels"}, "unknown keyword argument 'obs_mod' (did you mean 'obs_mode'?)"),
         ({"instruction": "lift red"}, "reset(options={'instruction': text})"),
-        ({"seed": 1}, "unknown keyword argument 'seed'; accepted: skills, blocks, reward_mode"),
+        ({"seed": 1}, "unknown keyword argument 'seed' (a seed goes to reset(seed=...))"),
+        ({"max_steps": 9}, "'max_steps' (did you mean 'max_episode_steps'?)"),
+        ({"max_episode_step": 9}, "'max_episode_step' (did you mean 'max_episode_steps'?)"),
     ],
 )
 def test_an_unknown_keyword_argument_is_named_with_the_accepted_ones(kwargs, expected):
