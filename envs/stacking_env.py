@@ -262,7 +262,7 @@ class StackingEnv(gym.Env):
         state = world.state_vector()
         self._start = scene_from_state(state.copy(), self.colours)
         observation = self._observation(state)
-        self._last_obs = observation
+        self._keep(observation)
         return observation, self._info(self._start, unstable=False)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -325,9 +325,14 @@ class StackingEnv(gym.Env):
         else:
             reward = rewards.shaping(self.instruction, scene, self._start)
         observation = self._observation(state)
-        self._last_obs = observation
+        self._keep(observation)
         info = self._info(scene, unstable=False, success=success)
         return observation, reward, success and self.terminate_on_success, False, info
+
+    def _keep(self, observation: dict[str, np.ndarray]) -> None:
+        """Keep the env's own copy of the last good observation, for an unstable step and for
+        set_instruction to return: the caller owns the arrays it was given and may change them."""
+        self._last_obs = {key: value.copy() for key, value in observation.items()}
 
     def _observation(self, state: np.ndarray) -> dict[str, np.ndarray]:
         observation = {}

@@ -669,6 +669,27 @@ def test_unstable_step_returns_fresh_observation_data(make_env):
     assert obs is not previous and not _shares_memory(obs, previous)
 
 
+def test_a_caller_changing_its_observation_does_not_change_what_the_env_returns_later(make_env):
+    """The unstable step and set_instruction return the last good observation as the env saw it,
+    not the arrays the caller was given and then normalised in place."""
+    env = make_env(MULTI, obs_mode="state+pixels")
+    obs, _ = env.reset(seed=0)
+    seen = {key: value.copy() for key, value in obs.items()}
+    for value in obs.values():
+        value[...] = 0
+    switched = env.unwrapped.set_instruction("pick up the red block")
+    assert np.array_equal(switched["state"], seen["state"])
+    assert np.array_equal(switched["pixels"], seen["pixels"])
+
+    obs, *_ = env.step(NOOP)
+    seen = {key: value.copy() for key, value in obs.items()}
+    obs["state"][:] = -5.0
+    _huge_velocity(env.unwrapped)
+    unstable, *_, info = env.step(NOOP)
+    assert info["sim_unstable"]
+    assert all(np.array_equal(unstable[key], seen[key]) for key in seen)
+
+
 def test_step_and_reset_return_fresh_observation_data(make_env):
     env = make_env(STACK, obs_mode="state+pixels")
     previous, _ = env.reset(seed=0)
