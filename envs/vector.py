@@ -15,7 +15,8 @@ Semantics are SyncVectorEnv's for the same env factories, seeds and actions, in 
 observations, rewards, terminations, truncations and infos are equal, bit for bit, and
 `reset(seed=..., options=...)` with `options["reset_mask"]`, `call`, `get_attr`, `set_attr` and
 `render` behave the same. Differences: actions are cast to the action space's dtype before the
-envs see them; seeds may be NumPy integers, and one seed for all envs must be a whole number
+envs see them (those that are not real numbers are refused, finite ones beyond the dtype's range
+held at its edge); seeds may be NumPy integers, and one seed for all envs must be a whole number
 >= 0, checked before any env resets; an exception in a worker is raised again in the parent with
 the worker's traceback as its cause; a worker that dies raises `WorkerError` and closes the vector
 env.
@@ -37,6 +38,7 @@ import signal
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
@@ -237,7 +239,8 @@ def write_row(batch: Batch, index: int, value: Any) -> None:
 
 
 def write_batch(batch: Batch, value: Any) -> None:
-    """Write a whole batch, cast to the batch's dtype; a batch of another shape is an error."""
+    """Write a whole batch, cast to the batch's dtype; a batch of another shape, or of values that
+    are not real numbers, is an error."""
     if isinstance(batch, dict):
         for key, part in batch.items():
             write_batch(part, value[key])
@@ -245,9 +248,20 @@ def write_batch(batch: Batch, value: Any) -> None:
         for part, value_part in zip(batch, value, strict=True):
             write_batch(part, value_part)
     else:
-        if np.shape(value) != batch.shape:
-            raise ValueError(f"actions must have shape {batch.shape}, got {np.shape(value)}")
-        batch[...] = value
+        try:
+            array = np.asarray(value)
+        except ValueError as error:  # a ragged nesting of sequences
+            raise ValueError(f"actions must have shape {batch.shape}: {error}") from None
+        if array.shape != batch.shape:
+            raise ValueError(f"actions must have shape {batch.shape}, got {array.shape}")
+        if array.dtype.kind not in "biuf":  # numpy would cast text, drop imaginary parts
+            raise ValueError(
+                f"actions must be real numbers (bool, int or float), got dtype {array.dtype}"
+            )
+        if batch.dtype.kind == array.dtype.kind == "f" and array.itemsize > batch.itemsize:
+            limit = np.finfo(batch.dtype).max  # finite beyond float32 stays finite, as the env
+            array = np.clip(array, -limit, limit)  # would clip it; NaN and inf stay for the env
+        batch[...] = array
 
 
 def receive(conn: Connection) -> bytes:
@@ -411,6 +425,11 @@ class SharedMemoryVectorEnv(VectorEnv):
             raise ValueError(
                 f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
                 f"but got length={len(seeds)}."
+            )
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(
+                "reset options must be a dict, e.g. {'reset_mask': mask, 'instruction': text}, "
+                f"got {options!r}"
             )
         mask = np.ones(self.num_envs, np.bool_)
         if options is not None and "reset_mask" in options:
@@ -723,7 +742,12 @@ def _seeds(seed: Any, num_envs: int) -> list[Any]:
         return [None] * num_envs
     if _is_whole(seed) and seed >= 0:
         return [int(seed) + i for i in range(num_envs)]
-    if isinstance(seed, numbers.Number | str | bytes) or not isinstance(seed, Iterable):
+    unordered = isinstance(seed, Mapping | AbstractSet)  # which env gets which seed?
+    if (
+        isinstance(seed, numbers.Number | str | bytes)
+        or unordered
+        or not isinstance(seed, Iterable)
+    ):
         raise ValueError(
             "seed must be None, a whole number >= 0 (a Python or NumPy integer, not a bool: env "
             f"i gets seed + i) or a list of num_envs={num_envs} such seeds or None, got {seed!r}"

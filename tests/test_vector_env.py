@@ -274,6 +274,43 @@ def test_an_env_exception_is_raised_in_the_parent_and_the_env_stays_usable() -> 
             envs.step(np.zeros(5, np.float32))
 
 
+@pytest.mark.parametrize(
+    "actions, expected",
+    [
+        (np.full((3, 5), 0.5 + 2j), "got dtype complex128"),
+        (np.full((3, 5), "0.5"), "got dtype <U3"),
+        (np.full((3, 5), None), "got dtype object"),
+        ([[0.0] * 5, [0.0] * 5, [0.0] * 4], r"actions must have shape \(3, 5\)"),
+    ],
+    ids=["complex", "text", "object", "ragged"],
+)
+def test_actions_that_are_not_real_numbers_are_refused_before_any_env_steps(
+    actions: Any, expected: str
+) -> None:
+    """Numpy would cast text and drop imaginary parts on the way into shared memory; the single
+    env refuses both, so the vector env does too."""
+    with make_vec(ENV_ID, 3, workers=2, vector_kwargs={"context": "fork"}) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(ValueError, match=expected):
+            envs.step(actions)
+        with pytest.raises(ValueError, match="reset options must be a dict"):
+            envs.reset(options="reset_mask")
+        assert_same(envs.reset(seed=0), envs.reset(seed=0), "reset")
+
+
+def test_a_finite_action_beyond_float32_is_clipped_as_the_single_env_clips_it() -> None:
+    actions = np.full((2, 5), 1e300)
+    outcomes = []
+    for envs in (
+        make_vec(ENV_ID, 2, workers=2, vector_kwargs={"context": "fork"}),
+        gym.make_vec(ENV_ID, num_envs=2, vectorization_mode="sync"),
+    ):
+        with closing(envs):
+            envs.reset(seed=0)
+            outcomes.append(envs.step(actions))
+    assert_same(outcomes[0], outcomes[1], "step")
+
+
 class TwoArgumentError(Exception):
     """Pickles, but does not unpickle: pickle rebuilds it from its message alone."""
 
@@ -526,7 +563,9 @@ def test_numpy_integer_seeds_seed_as_the_same_ints_do(env_id: str, seed: Any) ->
         assert envs.np_random_seed == (3, 4, 5)
 
 
-@pytest.mark.parametrize("seed", [True, np.bool_(True), 1.0, -1, np.int64(-1), "3"], ids=repr)
+@pytest.mark.parametrize(
+    "seed", [True, np.bool_(True), 1.0, -1, np.int64(-1), "3", {3, 4}, {0: 3, 1: 4}], ids=repr
+)
 def test_one_seed_that_is_not_a_whole_number_from_zero_is_refused_before_any_env_resets(
     seed: Any,
 ) -> None:
