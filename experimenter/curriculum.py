@@ -514,7 +514,8 @@ class HandCurriculum(Curriculum):
         """The stages file (`hand_path`, default the shipped one) and the env's colours."""
         path = Path(setup.hand_path) if setup.hand_path else HAND_CURRICULUM_TOML
         if not path.is_file():
-            raise ValueError(f"hand_curriculum: no file at {path}")
+            where = "" if path.is_absolute() else f" (relative to the current folder, {Path.cwd()})"
+            raise ValueError(f"hand_curriculum: no file at {path}{where}")
         return {"path": path, "colours": setup.colours}
 
     @property

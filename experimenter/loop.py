@@ -315,6 +315,8 @@ class LoopConfig:
     auto_stop: bool = True
     """stop early once the target skills are mastered (otherwise run every iteration); may change
     on resume: a run it stopped as mastered goes on once resumed with auto_stop off"""
+    hand_curriculum: str | None = None
+    """hand curriculum: its stages file (None: the shipped experimenter/hand_curriculum.toml)"""
     vlm_backend: str = "rules"
     """vlm curriculum: rules (offline stand-in, labelled vlm[rules]) | gemini | openai | replay"""
     vlm_model: str | None = None
@@ -509,6 +511,7 @@ def make_loop_curriculum(config: LoopConfig, run_dir: Path | None = None) -> Cur
         config.practice_env_id,
         config.curriculum,
         config.seed,
+        hand_path=config.hand_curriculum,
         vlm_options=vlm_options,
         budget=config.iterations * config.episodes_per_iteration,
         target_skills=config.target_skills,

@@ -18,6 +18,7 @@ from gameon.benchmark.matrix import (
     spec_path,
 )
 from gameon.benchmark.runner import write_matrix_file
+from gameon.experimenter.loop import make_loop_curriculum
 
 TINY = {
     "name": "tiny",
@@ -151,6 +152,27 @@ def test_curriculum_options_slug_label_and_mapping():
     assert collect[0].curriculum.label == "vlm[rules]"
     assert run_config(collect[0]).vlm_backend == "rules"
     assert run_config(runs[0]).curriculum == "vlm"
+
+
+def test_a_hand_stages_file_reaches_both_protocols_configs(tmp_path, monkeypatch):
+    """`path` was an online-only option: under collect the spec was refused with no hint why."""
+    stages = tmp_path / "stack_only.toml"
+    stages.write_text('[[stage]]\nname = "a"\nskills = ["stack"]\nwindow = 3\nthreshold = 0.5\n')
+    monkeypatch.chdir(tmp_path)
+    spec = tiny(curricula=[{"name": "hand", "path": "stack_only.toml"}])
+    spec["online"]["env_ids"] = ["GameOn/Stack-v0"]
+    spec["collect"] = {"learners": ["bc"], "env_ids": ["GameOn/Stack-v0"]}
+    runs = expand(parse_spec(spec))
+    assert {run.protocol for run in runs} == {"online", "collect"}
+    for run in runs:
+        assert run_config(run).hand_curriculum == "stack_only.toml"
+    collect = next(run for run in runs if run.protocol == "collect")
+    assert collect.run_id == "collect__Stack__hand-stack_only__bc__s0"
+    curriculum = make_loop_curriculum(run_config(collect))
+    assert curriculum.stage_name == "a"
+    stages.unlink()
+    with pytest.raises(ValueError, match="no file at stack_only.toml \\(relative to the current"):
+        make_loop_curriculum(run_config(collect))
 
 
 def test_curricula_that_records_would_label_alike_are_refused():
