@@ -215,7 +215,7 @@ def bench_report(command: BenchReport) -> int:
     if not command.results_dir.is_dir():
         raise ValueError(f"no results directory at {command.results_dir}")
     if command.out is not None:
-        check_out(command.out)
+        check_out(command.out, command.results_dir)
     paths = write_report(command.results_dir, command.out)
     print(f"table: {paths.markdown}")
     print(f"summary: {paths.json}")
@@ -226,6 +226,11 @@ def bench_report(command: BenchReport) -> int:
         print(f"skipped {count} run folder{'' if count == 1 else 's'} (listed in the table):")
         for skipped in paths.skipped:
             print(f"  {skipped.path}: {skipped.reason}")
+    if paths.missing:
+        print(
+            f"part of the matrix: {len(paths.missing)} of its runs have no record (e.g. "
+            f"{paths.missing[0]}); the same `gameon bench run` on {command.results_dir} runs them"
+        )
     return 0
 
 
@@ -233,13 +238,21 @@ FILE_SUFFIXES = (".md", ".markdown", ".json", ".html", ".png", ".txt", ".csv", "
 """Suffixes of files a user may give --out by mistake: the report is a folder of files."""
 
 
-def check_out(out: Path) -> None:
+def check_out(out: Path, results_dir: Path) -> None:
     """Refuse an --out that names a file (e.g. report.md) rather than the report's folder, unless
-    that folder already exists."""
+    that folder already exists, and one that is another matrix's results folder, whose own report
+    this one would replace."""
+    from gameon.benchmark.runner import MATRIX_FILE
+
     if out.suffix.lower() in FILE_SUFFIXES and not out.is_dir():
         raise ValueError(
             f"--out {out} names a file; --out is the folder the report goes into (report.md, "
             f"report.json and the plots, created if missing), e.g. --out {out.with_suffix('')}"
+        )
+    if (out / MATRIX_FILE).is_file() and out.resolve() != results_dir.resolve():
+        raise ValueError(
+            f"--out {out} holds another matrix's results ({MATRIX_FILE}), whose report this one "
+            f"would replace; give another folder, or leave --out out to write into {results_dir}"
         )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from gameon.atomic import atomic_write, defer_signals
+from gameon.benchmark.runner import MATRIX_FILE
 from gameon.benchmark.runs import ERROR_FILE, failure_reason, was_interrupted
 from gameon.benchmark.stats import (
     MIN_RUNS_FOR_INTERVAL,
@@ -69,6 +70,8 @@ class ReportPaths:
     plots: list[Path] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     """run folders whose record could not be used (also listed in the report)"""
+    missing: list[str] = field(default_factory=list)
+    """the matrix's runs without a valid record (also said in the report)"""
 
 
 def protocol_name(record: RunRecord) -> str:
@@ -403,12 +406,14 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     groups = summarise(records)
     overall = across_envs(records)
     plots = write_plots(records, out)
+    matrix = read_matrix(results_dir)
     summary = {
         "format": REPORT_FORMAT,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "results_dir": str(results_dir),
-        "matrix": matrix_heading(results_dir),
+        "matrix": matrix_heading(matrix),
         "records": len(records),
+        "missing_runs": missing_runs(matrix, records),
         "groups": groups,
         "controls": controls_check(groups),
         "across_envs": overall,
@@ -420,7 +425,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     with defer_signals():
         json_path = _write(out / "report.json", json.dumps(summary, indent=1) + "\n")
         markdown_path = _write(out / "report.md", markdown)
-    return ReportPaths(markdown=markdown_path, json=json_path, plots=plots, skipped=skipped)
+    return ReportPaths(markdown_path, json_path, plots, skipped, summary["missing_runs"])
 
 
 def no_records_message(results_dir: Path, skipped: Sequence[Skipped]) -> str:
@@ -445,17 +450,31 @@ def no_records_message(results_dir: Path, skipped: Sequence[Skipped]) -> str:
     )
 
 
-def matrix_heading(results_dir: Path) -> str | None:
-    """The matrix's name and description from its matrix.json, e.g. "smoke: ... (pipeline check,
-    not a comparison)", so a report says what kind of run it summarises."""
-    path = results_dir / "matrix.json"
+def read_matrix(results_dir: Path) -> dict | None:
+    """The results folder's MATRIX_FILE, or None where there is none or it does not parse."""
     try:
-        matrix = json.loads(path.read_text())
+        matrix = json.loads((results_dir / MATRIX_FILE).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(matrix, dict) or "name" not in matrix:
+    return matrix if isinstance(matrix, dict) and "name" in matrix else None
+
+
+def matrix_heading(matrix: dict | None) -> str | None:
+    """The matrix's name and description, e.g. "smoke: ... (pipeline check, not a comparison)",
+    so a report says what kind of run it summarises."""
+    if matrix is None:
         return None
     return f"{matrix['name']}: {matrix.get('description') or 'no description'}"
+
+
+def missing_runs(matrix: dict | None, records: Sequence[RunRecord]) -> list[str]:
+    """The matrix's runs without a valid record (not yet run, interrupted, failed or left out
+    with --only), so a report of part of a matrix says so."""
+    if matrix is None or not isinstance(matrix.get("runs"), list):
+        return []
+    reported = {record.run_id for record in records}
+    planned = [run.get("run_id") for run in matrix["runs"] if isinstance(run, dict)]
+    return [run_id for run_id in planned if isinstance(run_id, str) and run_id not in reported]
 
 
 IQM_CUT = (
@@ -611,6 +630,14 @@ def render_markdown(summary: dict) -> str:
         f"{len(summary['skipped'])} skipped; generated {summary['generated']}.",
         "",
     ]
+    missing = summary.get("missing_runs") or []
+    if missing:
+        lines += [
+            f"> **Part of the matrix:** {len(missing)} of its runs have no record "
+            f"(e.g. `{missing[0]}`: not run yet, interrupted, failed or left out with `--only`); "
+            "the same `gameon bench run` on this folder runs them.",
+            "",
+        ]
     seeds = _seeds_by_comparison(summary["groups"])
     header = [name for name, _ in GROUP_LEGEND]
     rows = [_group_row(group, seeds) for group in summary["groups"]]

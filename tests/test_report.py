@@ -566,3 +566,37 @@ def test_the_practised_plot_s_title_fits_a_single_panel(tmp_path, monkeypatch) -
     renderer = practised.canvas.get_renderer()
     title = practised._suptitle.get_window_extent(renderer)
     assert title.x0 >= 0 and title.x1 <= practised.bbox.width
+
+
+def test_a_report_of_part_of_the_matrix_says_which_runs_have_no_record(tmp_path, capsys) -> None:
+    """An interrupted matrix, or one run with --only, reported as if it were whole, read as fewer
+    seeds than the matrix has."""
+    results = tmp_path / "results"
+    records = [make_record(seed, FIXED[seed]) for seed in range(3)]
+    write_run(results, records[0])
+    runs = [{"run_id": record.run_id} for record in records]
+    (results / "matrix.json").write_text(json.dumps({"name": "m", "runs": runs}))
+    markdown = write_report(results).markdown.read_text()
+    assert (
+        f"**Part of the matrix:** 2 of its runs have no record (e.g. `{records[1].run_id}`"
+    ) in markdown
+    assert commands_main(["bench", "report", str(results)]) == 0
+    assert f"part of the matrix: 2 of its runs have no record (e.g. {records[1].run_id})" in (
+        capsys.readouterr().out
+    )
+    for record in records[1:]:
+        write_run(results, record)
+    assert "Part of the matrix" not in write_report(results).markdown.read_text()
+
+
+def test_an_out_holding_another_matrix_s_results_is_refused(tmp_path, capsys) -> None:
+    """Its own report.md would have been replaced by this one, under its own matrix.json."""
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    write_run(mine, make_record(0, FIXED[0]))
+    write_run(theirs, make_record(1, FIXED[1]))
+    (theirs / "matrix.json").write_text(json.dumps({"name": "theirs", "runs": []}))
+    (theirs / "report.md").write_text("their report\n")
+    assert commands_main(["bench", "report", str(mine), "--out", str(theirs)]) == 2
+    assert "holds another matrix's results (matrix.json)" in capsys.readouterr().err
+    assert (theirs / "report.md").read_text() == "their report\n"
+    assert commands_main(["bench", "report", str(theirs), "--out", str(theirs)]) == 0
