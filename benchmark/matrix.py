@@ -72,7 +72,15 @@ LEARNERS = {"online": ("ppo", "sac"), "collect": COLLECT_LEARNERS}
 VLM_BACKENDS = ("auto", *BACKENDS)
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 OWNED_FIELDS = {
-    "online": ("env_id", "seed", "run_dir", "curriculum", "eval_episodes_per_skill", "track"),
+    "online": (
+        "env_id",
+        "seed",
+        "run_dir",
+        "curriculum",
+        "eval_episodes_per_skill",
+        "track",
+        "torch_threads",
+    ),
     "collect": ("env_id", "curriculum", "learner", "seed", "eval_episodes_per_skill"),
 }
 """Fields of the learner's Args (online) or LoopConfig (collect) that the harness sets itself."""
@@ -568,9 +576,11 @@ def run_config(run: RunSpec, run_dir: Path | None = None) -> Any:
     values |= curriculum_fields(run, names)
     unknown = [k for k in {**run.settings, **values} if k not in names]
     if unknown:
+        settable = names - {*OWNED_FIELDS[run.protocol], *BUDGET_KEYS[run.protocol]}
         raise ValueError(
             f"{', '.join(unknown)} is not a setting of {run.learner} "
-            f"({cls.__module__}.{cls.__name__}); accepted: {', '.join(sorted(names))}"
+            f"({cls.__module__}.{cls.__name__}); accepted: {', '.join(sorted(settable))} "
+            f"(and in the budget table: {', '.join(BUDGET_KEYS[run.protocol])})"
         )
     # A run has one CPU (the runners start one per CPU): an online learner steps its envs in its
     # own process unless the settings say otherwise (the shared vector env would add a process).

@@ -253,6 +253,7 @@ def test_a_protocol_can_have_several_sections():
         ({"online.budget": {"eval_every": 10}}, "[online] budget needs total_timesteps"),
         ({"online.budget.total_timesteps": -5}, "total_timesteps must be an integer >= 1"),
         ({"online.settings": {"seed": 3}}, "may not set seed: the harness sets"),
+        ({"online.settings": {"torch_threads": 2}}, "may not set torch_threads: the harness"),
         ({"seeds": [0, 0]}, "seeds lists 0 twice"),
         ({"seeds": [0, -1]}, "seeds must be a non-empty list of distinct integers from 0 to"),
         (
@@ -301,8 +302,13 @@ def test_checked_spec_refuses_unknown_settings_and_impossible_curricula(tmp_path
         'env_ids = ["GameOn/Reach-v0"]\nbudget = { total_timesteps = 64 }\n'
         "ppo = { learning_starts = 10 }\n"
     )
-    with pytest.raises(ValueError, match="learning_starts is not a setting of ppo"):
+    with pytest.raises(ValueError, match="learning_starts is not a setting of ppo") as refused:
         load_spec(path)
+    accepted = str(refused.value).split("accepted: ")[1]
+    assert "num_steps" in accepted and "(and in the budget table: total_timesteps" in accepted
+    assert not {"seed", "env_id", "curriculum", "run_dir"} & set(
+        accepted.split(" (")[0].split(", ")
+    )
     path.write_text(path.read_text().replace('"fixed"', '"hand"').replace("ppo = {", "x = {"))
     with pytest.raises(ValueError, match="unknown key 'x'"):
         load_spec(path)
