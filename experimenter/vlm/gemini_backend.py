@@ -55,8 +55,8 @@ class GeminiBackend(Backend):
         if not key:
             raise ValueError(
                 "no Gemini API key: set the environment variable GEMINI_API_KEY (or "
-                "GOOGLE_API_KEY); to run offline use `--vlm-backend rules` or replay a recorded "
-                "transcript instead"
+                "GOOGLE_API_KEY); to run offline use the rules backend (`--vlm-backend rules`; "
+                'in a bench matrix, backend = "rules") or replay a recorded transcript instead'
             )
         for secret in keys:
             self.add_secret(secret)
