@@ -18,7 +18,7 @@ import dataclasses
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -584,11 +584,20 @@ class OnlineRun:
         return summary
 
 
-def start_online_run(algo: str, args: Any) -> OnlineRun:
+def recent_episodes(successes: Sequence[float], returns: Sequence[float]) -> str:
+    """A progress line's episode part: mean success and return of the recent episodes, or that
+    none has ended yet (rather than nan)."""
+    if not successes:
+        return "no episode ended yet"
+    return f"success {np.mean(successes):.2f} | return {np.mean(returns):.2f}"
+
+
+def start_online_run(algo: str, args: Any, env_steps: int | None = None) -> OnlineRun:
     """Start an online learner's run from its checked Args: the curriculum (its transcript in the
     run folder), coded skills, torch threads and seeds, the run folder, W&B if tracked,
     TensorBoard with the hyperparameters, and the training envs. A run_dir holding an earlier run
-    is refused first (`check_new_run_dir`)."""
+    is refused first (`check_new_run_dir`). `env_steps`: what the run will train for, where the
+    learner rounds total_timesteps (PPO's whole rollouts)."""
     check_new_run_dir(args)
     try:
         coded_skills = None if args.coded_skills is None else load_coded_skills(args.coded_skills)
@@ -605,7 +614,11 @@ def start_online_run(algo: str, args: Any) -> OnlineRun:
     seed_everything(args.seed, args.torch_deterministic)
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(algo, args.env_id, args.seed)
     run_dir.mkdir(parents=True, exist_ok=True)
-    print(f"{algo} on {args.env_id}, {args.total_timesteps} env steps, run folder {run_dir}")
+    steps = args.total_timesteps if env_steps is None else env_steps
+    rounded = (
+        "" if steps == args.total_timesteps else " (total_timesteps rounded up to whole rollouts)"
+    )
+    print(f"{algo} on {args.env_id}, {steps} env steps{rounded}, run folder {run_dir}")
     if curriculum.keeps_transcript:
         curriculum = make_training_curriculum(args, run_dir)  # now with its transcript
     if wandb is not None:

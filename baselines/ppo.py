@@ -54,6 +54,7 @@ from gameon.baselines.common import (
     SkillTally,
     check_online_args,
     make_training_curriculum,
+    recent_episodes,
     run_cli,
     start_online_run,
 )
@@ -247,7 +248,11 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     (it follows further training) and the report it scored.
     """
     check_args(args)
-    run = start_online_run(ALGO, args)
+    rollout = args.num_envs * args.num_steps
+    whole_rollouts = math.ceil(args.total_timesteps / rollout) * rollout
+    run = start_online_run(
+        ALGO, args, args.total_timesteps if args.coded_skills else whole_rollouts
+    )
     curriculum, envs, writer = run.curriculum, run.envs, run.writer
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))
@@ -423,10 +428,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
             for tag, value in curriculum_scalars(curriculum).items():
                 writer.add_scalar(tag, value, global_step)
             if progress.due(global_step):
-                success = np.mean(recent_success) if recent_success else float("nan")
-                mean_return = np.mean(recent_return) if recent_return else float("nan")
                 print(
-                    f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
+                    f"step {global_step} | {recent_episodes(recent_success, recent_return)} | "
                     f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
                     f"v_loss {v_loss.item():.4f} kl {approx_kl.item():.4f} "
                     f"std {torch.exp(log_std).mean().item():.3f} | "

@@ -62,6 +62,7 @@ from gameon.baselines.common import (
     SkillTally,
     check_online_args,
     make_training_curriculum,
+    recent_episodes,
     run_cli,
     start_online_run,
     training_env_options,
@@ -518,10 +519,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                 writer.add_scalar("time/env_seconds", env_seconds, global_step)
                 writer.add_scalar("time/learn_seconds", learn_seconds, global_step)
                 writer.add_scalar("time/train_seconds", wall, global_step)
-                success = np.mean(recent_success) if recent_success else float("nan")
-                mean_return = np.mean(recent_return) if recent_return else float("nan")
                 print(
-                    f"step {global_step} | success {success:.2f} | return {mean_return:.2f} | "
+                    f"step {global_step} | {recent_episodes(recent_success, recent_return)} | "
                     f"SPS {sps:.0f} | env {env_seconds:.0f}s learn {learn_seconds:.0f}s | "
                     f"updates {updates} alpha {alpha:.3f} | {progress.left(global_step, sps)}"
                 )

@@ -224,3 +224,22 @@ def test_a_slow_run_prints_progress_by_the_clock_with_the_time_left(
     progress = [line for line in lines if line.startswith("step ")]
     assert [line.split(" |")[0] for line in progress] == ["step 256", "step 512"]
     assert progress[0].endswith(" s left") and progress[-1].endswith("| 0 s left")
+
+
+def test_the_first_line_says_the_steps_whole_rollouts_make_and_progress_says_when_none_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The line said 200 env steps for a run that trained 224, and progress before the first
+    episode ended read success nan | return nan."""
+    monkeypatch.setattr(common, "PROGRESS_SECONDS", 0.0)
+    args = tiny_args(tmp_path / "run", total_timesteps=200, num_steps=16, eval_every=0)
+    summary = train(args)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        f"ppo on {ENV_ID}, 224 env steps (total_timesteps rounded up to whole rollouts), "
+        f"run folder {tmp_path / 'run'}"
+    )
+    assert summary["global_step"] == 224
+    progress = [line for line in lines if line.startswith("step ")]
+    assert progress[0].startswith("step 32 | no episode ended yet | SPS ")
+    assert "nan" not in "\n".join(lines)
