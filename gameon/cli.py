@@ -172,6 +172,11 @@ def list_envs() -> None:
 def _check(args: Demo) -> None:
     if args.env_id not in ENV_SKILLS:
         raise UsageError(f"unknown env id {args.env_id!r}; accepted: {_accepted(ENV_SKILLS)}")
+    if args.out.is_dir():
+        raise UsageError(
+            f"cannot write the video to {str(args.out)!r}: it is a folder; give a file name in it, "
+            f"e.g. {str(args.out / 'demo.mp4')!r}"
+        )
     if args.out.suffix.lower() not in VIDEO_SUFFIXES:
         raise UsageError(
             f"unknown video suffix {args.out.suffix!r} in {str(args.out)!r}; "
@@ -185,11 +190,6 @@ def _check(args: Demo) -> None:
         raise UsageError(f"--noise must be a number of at least 0, got {args.noise}")
     if args.seed < 0:
         raise UsageError(f"--seed must be at least 0, got {args.seed}")
-    if args.out.is_dir():
-        raise UsageError(
-            f"cannot write the video to {str(args.out)!r}: it is a folder; give a file name in it, "
-            "e.g. demo.mp4"
-        )
     existing = next(p for p in (args.out.parent, *args.out.parent.parents) if p.exists())
     if not existing.is_dir():
         raise UsageError(

@@ -74,6 +74,7 @@ def test_bad_video_suffix_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture,
         (["--noise", "nan"], "--noise must be a number of at least 0, got nan"),
         (["--out", "{file}/x.gif"], "cannot write the video to '{file}/x.gif'"),
         (["--out", "{folder}"], "cannot write the video to '{folder}': it is a folder"),
+        (["--out", "{plain}"], "cannot write the video to '{plain}': it is a folder"),
     ],
 )
 def test_bad_demo_values_exit_2_before_the_episode(
@@ -85,7 +86,9 @@ def test_bad_demo_values_exit_2_before_the_episode(
     file.write_text("not a folder")
     folder = tmp_path / "videos.mp4"
     folder.mkdir()
-    paths = {"file": file, "folder": folder}
+    plain = tmp_path / "videos"  # no suffix: was called an unknown video suffix ''
+    plain.mkdir()
+    paths = {"file": file, "folder": folder, "plain": plain}
     args = ["demo", "--out", str(tmp_path / "x.gif"), *(f.format(**paths) for f in flags)]
     with pytest.raises(SystemExit) as exit_info:
         main(args)
