@@ -37,7 +37,8 @@ re-done (`experimenter.loop`), never trained on; a finished re-run (an earlier a
 online one is cleared and trained again, which the output says. A re-run that fails here (an
 exception, e.g. a full disk or a missing package, as against a result that differs) stops the
 audit with RerunFailed naming the run and the cause, and nothing is written to the board, so an
-entry keeps its previous audits; WORK is checked to be a writable folder before any training.
+entry keeps its previous audits; WORK and the board are checked to be writable folders before
+any training.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ from gameon.benchmark.leaderboard import (
     audit_cell,
     audit_standing,
     audit_verdict,
+    check_board_writable,
     contradictions,
     entry_number,
     read_board,
@@ -96,11 +98,12 @@ AS_BEFORE = {
     "coded_skills": None,
     "vlm_timeout": None,
     "vlm_retries": None,
+    "hand_curriculum": None,
 }
 """Config fields added after some records were made, each with the default that does what every
 run did before the field existed (its feature off; the fixed 30 s request timeout and 3
-retries), so a record without them ran as the default says; any other absent field makes a
-record unauditable."""
+retries; the shipped hand stages file), so a record without them ran as the default says; any
+other absent field makes a record unauditable."""
 ONLY_WITH = {"coded_max_steps": "coded_skills"}
 """Config fields read only when another field turns their feature on: absent, with the feature
 off, they changed nothing."""
@@ -151,12 +154,14 @@ def audit_entry(
 ) -> EntryAudit:
     """Audit `runs` sampled runs of an entry, append the audit to the entry's audits on the
     board and return it (its `audited`: the entry's verdict over all its audits); RerunFailed,
-    with nothing written, if a re-run fails here."""
+    with nothing written, if a re-run fails here; ValueError, before any training, if the board
+    or the work folder cannot be written."""
     board_dir, work_root = Path(board_dir), Path(work_root)
     if not (board_dir / BOARD_FILE).is_file():
         raise ValueError(
             f"no leaderboard at {board_dir} (no {BOARD_FILE}); give its folder with --board"
         )
+    check_board_writable(board_dir)
     entry = find_entry(read_board(board_dir), entry_id)
     sampled = sample_runs(entry, runs, seed)
     check_work_dir(work_root, work_root / entry.id)

@@ -22,6 +22,8 @@ pytest.importorskip("torch")
 pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
+from test_leaderboard import run_read_only  # noqa: E402
+
 from gameon.benchmark.audit import (  # noqa: E402
     audit_entry,
     comparison_mode,
@@ -577,6 +579,23 @@ def test_an_unusable_work_folder_is_refused_before_training_and_the_board_kept(
     assert f"--work {not_a_folder} cannot hold the re-runs" in captured.err
     assert "give a folder that exists or can be created" in captured.err
     assert "re-training" not in captured.out
+    assert {name: (board / name).read_bytes() for name in files} == files
+
+
+def test_a_board_that_cannot_be_written_is_refused_before_training(entry, tmp_path) -> None:
+    """A read-only board was found only when the audit was written, after the re-runs had
+    trained, in a traceback that lost the audit."""
+    board, files = _audited_yes(entry, tmp_path)
+    work = tmp_path / "work"
+    arguments = ["leaderboard", "audit", entry[1], "--runs", "1", "--board", str(board)]
+    result = run_read_only(board, [*arguments, "--work", str(work)])
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        f"gameon leaderboard audit: cannot write to the board {board}: "
+    )
+    assert len(result.stderr.splitlines()) == 1
+    assert not work.exists()
     assert {name: (board / name).read_bytes() for name in files} == files
 
 
