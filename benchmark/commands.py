@@ -4,7 +4,7 @@
     python -m gameon.benchmark.commands bench report DIR
     python -m gameon.benchmark.commands leaderboard submit RUNS... [--verify]
     python -m gameon.benchmark.commands leaderboard audit ENTRY [--runs K]
-    python -m gameon.benchmark.commands leaderboard html [--leaderboard JSON] [--out HTML]
+    python -m gameon.benchmark.commands leaderboard html [--board DIR] [--out HTML]
 
 `main(argv)` takes the arguments after `gameon` (starting with "bench" or "leaderboard") and
 returns the exit status: 0 success, 1 a run or a submission failed, an audit did not reproduce
@@ -105,8 +105,10 @@ class LeaderboardAudit:
 class LeaderboardHtml:
     """Write the leaderboard as one static page that opens from the file system (no server)."""
 
-    leaderboard: Path = Path("results") / "leaderboard.json"
-    """the board to show"""
+    board: Path = Path("results")
+    """the folder of leaderboard.json, as submit and audit take it"""
+    leaderboard: Path | None = None
+    """the board's leaderboard.json file: the older spelling of --board (give one of the two)"""
     out: Path | None = None
     """the page; default index.html in the board's entries folder (results/leaderboard/)"""
     screenshot: bool = False
@@ -293,7 +295,10 @@ def leaderboard_html(command: LeaderboardHtml) -> int:
     """Write the leaderboard page (and its screenshot) and print where they are."""
     from gameon.benchmark.leaderboard_page import SCREENSHOT_FILE, screenshot, write_page
 
-    page = write_page(command.leaderboard, command.out)
+    board = command.board / "leaderboard.json"
+    if command.leaderboard is not None and command.board != Path("results"):
+        raise ValueError("give the board once: --board FOLDER or --leaderboard FILE, not both")
+    page = write_page(command.leaderboard or board, command.out)
     print(f"page: {page} (open it in a browser: {page.resolve().as_uri()})")
     if command.screenshot:
         print(f"screenshot: {screenshot(page, page.parent / SCREENSHOT_FILE)}")

@@ -65,7 +65,7 @@ from typing import Any, Literal
 import gymnasium as gym
 from pydantic import ValidationError, model_validator
 
-from gameon.atomic import atomic_write, defer_signals, file_lock
+from gameon.atomic import atomic_write, check_writable, defer_signals, file_lock
 from gameon.benchmark.report import (
     group_key,
     per_skill_iqm,
@@ -258,19 +258,21 @@ def submit(
     tolerance: float = TOLERANCE,
 ) -> Submission:
     """Validate the run records of one group and, if every check passes, add them to the board.
-    ValueError if no paths are given or board_dir is a file (a usage error, not a rejected
-    submission)."""
+    ValueError if no paths are given or board_dir is a file or cannot be written (a usage error,
+    not a rejected submission)."""
     board_dir = Path(board_dir)
     if not paths:
         raise ValueError(
             "no run records given: pass the record.json files or run folders of one group, "
-            "e.g. gameon leaderboard submit runs/bench/paper/collect__* --board results"
+            "e.g. gameon leaderboard submit runs/bench/paper/collect__Tower__lp__bc__s* "
+            "--board results"
         )
     if board_dir.exists() and not board_dir.is_dir():
         raise ValueError(
             f"the board {board_dir} is a file, not a folder: give --board the folder of "
             f"{BOARD_FILE} and {MARKDOWN_FILE} (created if missing)"
         )
+    check_board_writable(board_dir)
     read_board(board_dir)
     runs, reasons = _load(paths)
     for run in runs:
@@ -289,6 +291,18 @@ def submit(
             return Submission(False, reasons)
         entry = _store(runs, board, board_dir, verify)
     return Submission(True, [], entry.id, entry)
+
+
+def check_board_writable(board_dir: Path) -> None:
+    """Make the board folder and write a file there, so that a board that cannot take a new entry
+    or audit (a read-only disk, another user's folder) is refused (ValueError) before the work."""
+    try:
+        check_writable(board_dir)
+    except OSError as error:
+        raise ValueError(
+            f"cannot write to the board {board_dir}: {error.strerror or error}; nothing was "
+            "changed: give --board a folder you can write to"
+        ) from None
 
 
 def read_board(board_dir: str | Path) -> Board:
@@ -702,9 +716,7 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
     finally:
         torch.set_num_threads(threads)
     claimed = record.evaluation
-    differing = sum(
-        a.success != b.success for a, b in zip(claimed.episodes, report.episodes, strict=True)
-    )
+    counts = {f"final {claimed.env_id}": _differing(claimed, report)}
     reproduced = {"success rate": report.success_rate, **report.rates()}
     claims = {"success rate": claimed.success_rate(), **claimed.per_skill()}
     targets = tuple(record.target_skills)
@@ -721,6 +733,7 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
         except ValueError as error:
             return [f"{run.name}: verify: cannot re-run its {what} evaluation: {error}"]
         reproduced[what] = again.success_rate
+        counts[what] = _differing(target.evaluation, again)
     mismatches = [
         f"{what} {claims[what]:.3f} claimed, {value:.3f} reproduced"
         for what, value in reproduced.items()
@@ -730,8 +743,27 @@ def verify_run(run: _Run, tolerance: float = TOLERANCE) -> list[str]:
         return []
     return [
         f"{run.name}: verify: its checkpoint does not reproduce the claim within {tolerance}: "
-        f"{'; '.join(mismatches)} ({differing} of {len(suite)} episodes differ)"
+        f"{'; '.join(mismatches)} ({_differing_text(counts)})"
     ]
+
+
+def _differing(claimed: Evaluation, report: EvalReport) -> tuple[int, int]:
+    """How many of the claimed episodes the re-run's outcome contradicts, matched by (instruction,
+    seed), an episode the re-run lacks counting as differing; and how many were claimed."""
+    again = {(e.instruction, e.seed): e.success for e in report.episodes}
+    differing = sum(again.get((e.instruction, e.seed)) != e.success for e in claimed.episodes)
+    return differing, len(claimed.episodes)
+
+
+def _differing_text(counts: dict[str, tuple[int, int]]) -> str:
+    """The differing episodes over every evaluation re-run, then per evaluation where there are
+    several: "2 of 9 episodes differ: final E 0 of 7, monolithic E 1 of 1, composed E 1 of 1"."""
+    differing = sum(count for count, _ in counts.values())
+    total = sum(episodes for _, episodes in counts.values())
+    text = f"{differing} of {total} episodes differ"
+    if len(counts) == 1:
+        return text
+    return text + ": " + ", ".join(f"{what} {n} of {m}" for what, (n, m) in counts.items())
 
 
 def _reevaluate_target(run: _Run, mode: str, claimed: Evaluation) -> EvalReport:

@@ -103,14 +103,17 @@ def update_page(board_dir: Path) -> Path:
 def load_board(leaderboard_json: Path) -> Board:
     """The board in `leaderboard_json`; BoardError, saying what is wrong where, if it is missing
     or does not parse as one."""
-    if not Path(leaderboard_json).is_file():
-        found = "a folder" if Path(leaderboard_json).is_dir() else "no such file"
+    leaderboard_json = Path(leaderboard_json)
+    if not leaderboard_json.is_file():
+        found = "a folder" if leaderboard_json.is_dir() else "no such file"
+        if leaderboard_json.parent.is_file():
+            found = f"{leaderboard_json.parent} is a file, not a board's folder"
         raise BoardError(
-            f"no leaderboard at {leaderboard_json} ({found}); give a board's leaderboard.json "
-            "(`gameon leaderboard submit` makes one) with --leaderboard"
+            f"no leaderboard at {leaderboard_json} ({found}); give a board's folder "
+            "(`gameon leaderboard submit` makes one) with --board"
         )
     try:
-        return Board.model_validate_json(Path(leaderboard_json).read_bytes())
+        return Board.model_validate_json(leaderboard_json.read_bytes())
     except (ValidationError, OSError) as error:
         raise BoardError(
             f"{leaderboard_json} is not a leaderboard, so no page is written and it is left "

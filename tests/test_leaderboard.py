@@ -4,7 +4,12 @@ byte-identical; a corrupt board is refused; --verify re-evaluates checkpoints.""
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -92,6 +97,25 @@ def test_submitting_no_records_is_a_usage_error(board, tmp_path, capsys) -> None
     assert main(["leaderboard", "submit", "--board", str(tmp_path / "new")]) == 2
     assert "gameon leaderboard submit: no run records given" in capsys.readouterr().err
     assert _snapshot(board) == before and not (tmp_path / "new").exists()
+
+
+def test_the_usage_example_names_the_runs_of_one_group(tmp_path) -> None:
+    """The example, `submit runs/bench/paper/collect__* --board results`, took every curriculum's
+    runs, which submit refuses as more than one group."""
+    from gameon.benchmark.matrix import expand, load_spec
+
+    with pytest.raises(ValueError) as raised:
+        submit([], tmp_path / "board")
+    pattern = re.search(r"e\.g\. gameon leaderboard submit (\S+) --board", str(raised.value))
+    assert pattern is not None, str(raised.value)
+    results = Path("runs/bench/paper")
+    chosen = [
+        run
+        for run in expand(load_spec("paper", check=False))
+        if fnmatch.fnmatchcase(str(results / run.run_id), pattern.group(1))
+    ]
+    groups = {(r.protocol, r.curriculum.label, r.learner, r.env_id) for r in chosen}
+    assert len(groups) == 1 and len({r.seed for r in chosen}) >= 3, [r.run_id for r in chosen]
 
 
 def test_a_board_that_is_a_file_is_a_usage_error(tmp_path, capsys) -> None:
@@ -342,6 +366,47 @@ def test_a_corrupt_board_is_refused_and_left_alone(board, tmp_path, capsys) -> N
         assert _snapshot(board) == before
 
 
+def run_read_only(folder: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run `gameon ARGV` with `folder` read-only: its mode for a user, a read-only bind mount in
+    a private mount namespace for root, whom modes do not stop."""
+    command = [sys.executable, "-m", "gameon", *argv]
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return subprocess.run(command, capture_output=True, text=True)
+        finally:
+            folder.chmod(0o755)
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare -m is not permitted here: {probe.stderr.strip()}")
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, str(folder), *command],
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_board_that_cannot_be_written_is_refused_before_the_records_are_checked(
+    board, tmp_path, verify: bool
+) -> None:
+    """A read-only board was found only when its lock was taken, after every check (and with
+    --verify every re-evaluation), in a traceback."""
+    runs = _runs(tmp_path / "lp", LP, "lp")  # no checkpoints: --verify would reject them
+    before = _snapshot(board)
+    arguments = ["leaderboard", "submit", *map(str, runs), "--board", str(board)]
+    result = run_read_only(board, arguments + ["--verify"] * verify)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        f"gameon leaderboard submit: cannot write to the board {board}: "
+    )
+    assert result.stderr.endswith("give --board a folder you can write to\n")
+    assert len(result.stderr.splitlines()) == 1
+    assert _snapshot(board) == before
+
+
 def _checkpoint_run(root: Path, claim_success: bool | None = None) -> Path:
     """A run folder whose record's episodes are its checkpoint's true evaluation, or a doctored
     claim that every episode succeeded."""
@@ -383,6 +448,50 @@ def test_verify_accepts_a_true_claim_and_rejects_a_doctored_one(tmp_path) -> Non
     assert "collect__Reach-v0__fixed__bc__0" in reasons[0]
     (doctored / "policy.pt").unlink()
     _rejected(other, [doctored], "verify: no checkpoint at", verify=True, min_seeds=1)
+
+
+def test_verify_counts_the_differing_episodes_of_doctored_target_evaluations(tmp_path) -> None:
+    """A collect v2 record whose final evaluation is true but whose target evaluations claim the
+    opposite of every episode was rejected saying "(0 of 2 episodes differ)": only the final
+    evaluation's episodes were counted."""
+    from gameon.experimenter.embodiment import evaluate_composed, learned_library
+    from gameon.experimenter.skills import default_library
+
+    run = _checkpoint_run(tmp_path)
+    data = json.loads((run / "record.json").read_text())
+    truth = data["evaluation"]
+    composed = evaluate_composed(
+        learned_library(default_library(), run / "policy.pt"), ENV_ID, 2, "GameOn/MultiSkill-v0"
+    )
+    flipped = {
+        "monolithic": [not e["success"] for e in truth["episodes"]],
+        "composed": [not e.success for e in composed.episodes],
+    }
+    data["protocol_version"] = 2
+    data["extra"]["library"] = default_library().to_dict()
+    data["target_evaluations"] = [
+        {
+            "mode": mode,
+            "evaluation": {
+                **truth,
+                "episodes": [
+                    {**e, "success": success}
+                    for e, success in zip(truth["episodes"], successes, strict=True)
+                ],
+            },
+        }
+        for mode, successes in flipped.items()
+    ]
+    (run / "record.json").write_text(json.dumps(data))
+    _rejected(
+        tmp_path / "board",
+        [run],
+        f"monolithic {ENV_ID} ",
+        f"(4 of 6 episodes differ: final {ENV_ID} 0 of 2, monolithic {ENV_ID} 2 of 2, "
+        f"composed {ENV_ID} 2 of 2)",
+        verify=True,
+        min_seeds=1,
+    )
 
 
 @pytest.mark.parametrize("library", [None, {"format": "not a library"}])

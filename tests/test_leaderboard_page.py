@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -192,6 +193,30 @@ def test_gameon_leaderboard_html_and_submit_write_the_page(
     assert f"accepted as entry {entry.id} (audit it with: gameon leaderboard audit " in said
     assert "page: " in said
     assert [row["id"] for row in _rows(fresh / "leaderboard" / "index.html")] == [entry.id]
+
+
+def test_html_takes_the_board_folder_as_submit_and_audit_do(
+    board: Path, page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`html` took only --leaderboard FILE, so `html --board FOLDER`, the board as submit and
+    audit take it, was an unrecognized-argument error; --leaderboard FILE still works."""
+    copy = tmp_path / "board"
+    shutil.copytree(board, copy)
+    written = copy / "leaderboard" / "index.html"
+    written.unlink()
+    assert main(["leaderboard", "html", "--board", str(copy)]) == 0
+    assert f"page: {written} " in capsys.readouterr().out
+    assert [row["id"] for row in _rows(written)] == [row["id"] for row in _rows(page)]
+
+    older = tmp_path / "older.html"
+    json_file = str(copy / "leaderboard.json")
+    assert main(["leaderboard", "html", "--leaderboard", json_file, "--out", str(older)]) == 0
+    assert [row["id"] for row in _rows(older)] == [row["id"] for row in _rows(written)]
+
+    assert main(["leaderboard", "html", "--board", str(copy), "--leaderboard", json_file]) == 2
+    assert "--board FOLDER or --leaderboard FILE, not both" in capsys.readouterr().err
+    assert main(["leaderboard", "html", "--board", json_file]) == 2
+    assert f"({json_file} is a file, not a board's folder)" in capsys.readouterr().err
 
 
 def test_an_out_that_is_a_folder_is_refused_in_one_line(
