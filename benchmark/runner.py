@@ -3,7 +3,8 @@
 Results go to one folder per run under the results directory (see `benchmark.runs`), next to
 matrix.json, the expanded spec the directory belongs to. Running the same spec again skips the
 runs whose record is finished and valid and re-runs failed or interrupted ones; a different spec
-is refused. A run whose worker raises or dies is retried up to `retries` times (an online run
+is refused, and so is a run folder holding a record of another budget (a run extended outside the
+matrix). A run whose worker raises or dies is retried up to `retries` times (an online run
 starts over, a collect run resumes from its committed iteration); if it still fails, the reason
 is in its error.txt and the other runs go on. A run whose VLM refused its key or model is not
 retried, and the runs waiting to ask the same model are not started (each says so in its
@@ -11,7 +12,8 @@ error.txt): fix the key or model and run the same command again. Records are onl
 by an atomic rename, so killing the matrix at any point loses no finished run and leaves no
 half-written record.
 Ctrl-C (or SIGTERM) stops the runs in flight and marks each interrupted in its error.txt, which
-`gameon bench report` shows, then says what finished, what was interrupted and how to resume.
+`gameon bench report` shows, then says what finished, what was interrupted and how to resume; a
+further Ctrl-C meanwhile only says that it is stopping.
 
 The Ray runner uses the cluster at RAY_ADDRESS (or `ray_address`), else starts a local one with
 `workers` CPUs bound to 127.0.0.1. Its workers run the same worker process in the run folders, so
@@ -51,7 +53,9 @@ from gameon.benchmark.runs import (
     failure_reason,
     is_complete,
     mark_interrupted,
+    own_record,
     prepare,
+    record_difference,
     write_error,
 )
 
@@ -64,6 +68,13 @@ HEAD_CHECK_SECONDS = 2.0
 """How often the Ray runner checks that the cluster's head still answers."""
 HEAD_LOST_SECONDS = 10.0
 """How long the head may not answer before the matrix gives the cluster up."""
+STOP_SECONDS = 10.0
+"""How long the runs in flight of a stopped matrix may take to end before they are killed."""
+STILL_STOPPING = (
+    "gameon bench run: already stopping: the runs in flight are ended and marked interrupted "
+    f"(up to {STOP_SECONDS:.0f} s), then it says what finished and how to resume\n"
+)
+"""What a Ctrl-C (or SIGTERM) arriving while the matrix stops says, instead of cutting it short."""
 
 STARTUP_SECONDS = 4.5
 """A worker process's start (interpreter, torch, env) and its record, on an idle 2-core machine."""
@@ -214,11 +225,10 @@ def load_factor(load: float, workers: int, cpus: int) -> float:
 
 
 def duration_text(seconds: float) -> str:
-    """A rough duration for a person: "3 s", "40 s", "2 min", "1.5 h"."""
-    if seconds < 10:
-        return f"{seconds:.0f} s"
+    """A duration for a person: "3 s", "44 s", "2 min", "1.5 h"; to the second below 90 s, so that
+    a matrix's total never reads shorter than one of its runs' ("done ... (12 s)")."""
     if seconds < 90:
-        return f"{round(seconds, -1):.0f} s"
+        return f"{seconds:.0f} s"
     if seconds < 90 * 60:
         return f"{round(seconds / 60):.0f} min"
     return f"{seconds / 3600:.1f} h"
@@ -289,7 +299,8 @@ def open_results_dir(results_dir: Path) -> None:
 
 
 def check_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
-    """Refuse (ValueError) a results directory holding another matrix's results; write nothing."""
+    """Refuse (ValueError) a results directory holding another matrix's results (its matrix.json,
+    or a run's record of another budget); write nothing."""
     wanted = spec_dict(spec)
     path = results_dir / MATRIX_FILE
     if path.is_file():
@@ -308,6 +319,29 @@ def check_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
                 f"({existing.get('name')!r}, {len(existing.get('runs', []))} runs): {difference}. "
                 "Run that spec again to resume it, or give another --results directory."
             )
+    check_run_records(spec, results_dir)
+
+
+def check_run_records(spec: MatrixSpec, results_dir: Path) -> None:
+    """Refuse (ValueError) a results directory where a run's folder holds a record of that run id
+    made otherwise (e.g. extended by `gameon experiment --iterations`): it is not this matrix's
+    run finished, so it may be neither skipped (the report would pool it with the others) nor
+    run again (which would remove the record or fail on the longer run's state)."""
+    differing = []
+    for run in expand(spec):
+        record = own_record(run, results_dir / run.run_id)
+        difference = None if record is None else record_difference(run, record)
+        if difference is not None:
+            differing.append((run, difference))
+    if differing:
+        run, difference = differing[0]
+        more = f" ({len(differing) - 1} more runs likewise)" if len(differing) > 1 else ""
+        raise ValueError(
+            f"{results_dir / run.run_id} holds a record of {run.run_id} that is not this "
+            f"matrix's run ({difference}){more}, made outside it (e.g. extended by `gameon "
+            "experiment`): it is neither skipped as finished nor run over. Move that run folder "
+            f"out of {results_dir} to run the run here, or give another --results directory."
+        )
 
 
 def write_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
@@ -422,11 +456,15 @@ class LocalLauncher:
     def check_after_failure(self) -> None:
         """Nothing to check: a failed attempt here is the run's own."""
 
-    def stop(self, handle: subprocess.Popen) -> None:
-        if handle.poll() is None:
+    def stop(self, handles: list[subprocess.Popen]) -> None:
+        """SIGTERM every worker still running, then SIGKILL those not ended STOP_SECONDS later."""
+        running = [handle for handle in handles if handle.poll() is None]
+        for handle in running:
             handle.terminate()
+        deadline = time.monotonic() + STOP_SECONDS
+        for handle in running:
             try:
-                handle.wait(timeout=10)
+                handle.wait(timeout=max(deadline - time.monotonic(), 0.0))
             except subprocess.TimeoutExpired:
                 handle.kill()
                 handle.wait()
@@ -516,9 +554,10 @@ class RayLauncher:
                 raise ClusterLost(self.head, time.monotonic() - silent_since)
             time.sleep(HEAD_CHECK_SECONDS)
 
-    def stop(self, handle: Any) -> None:
-        with contextlib.suppress(Exception):
-            self.ray.cancel(handle, force=True)
+    def stop(self, handles: list[Any]) -> None:
+        for handle in handles:
+            with contextlib.suppress(Exception):
+                self.ray.cancel(handle, force=True)
 
     def close(self) -> None:
         self.ray.shutdown()
@@ -739,7 +778,12 @@ def _schedule(
     tracker = MatrixProgress(todo, launcher.workers, factor)
     stderr = Console(stderr=True)
     bar = progress_bar(stderr, console.is_terminal) if stderr.is_terminal else None
-    previous_handler = signal.signal(signal.SIGTERM, _raise_exit)
+    stop_once = StopOnce()
+    previous = {
+        signum: signal.signal(signum, stop_once)
+        for signum in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(signum) not in (signal.SIG_IGN, None)  # None: not Python's to restore
+    }
     try:
         with bar or contextlib.nullcontext():
             task = None
@@ -783,15 +827,36 @@ def _schedule(
                     )
                 time.sleep(POLL_SECONDS)
     except BaseException as stop:  # Ctrl-C, SIGTERM, a lost cluster: stop the runs, say so
+        stop_once.stopping = True
         cause = stop_cause(stop)
-        interrupted = stop_runs(launcher, active, pending, results_dir, cause)
+        interrupted = stop_runs(launcher, active, pending, results_dir, cause, outcome)
         not_started = sum(1 for _, _, errors in pending if not errors)
         for line in stopped_lines(outcome, interrupted, not_started, cause, results_dir):
             console.print(line, markup=False)
         raise
     finally:
         launcher.close()
-        signal.signal(signal.SIGTERM, previous_handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class StopOnce:
+    """The SIGINT and SIGTERM handler while a matrix runs: the first signal stops it
+    (KeyboardInterrupt, or SystemExit(128 + signum) for SIGTERM); one arriving once it is
+    stopping (a second Ctrl-C, a signal to the whole process group) only says so on stderr, so
+    that every run in flight is still ended and marked and the summary printed."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.stopping:
+            os.write(2, STILL_STOPPING.encode())  # no buffered stream: it may be mid-write
+            return
+        self.stopping = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
 
 
 def stop_cause(stop: BaseException) -> str:
@@ -802,7 +867,7 @@ def stop_cause(stop: BaseException) -> str:
         return "the lost Ray cluster"
     if isinstance(stop, SystemExit) and isinstance(stop.code, int) and stop.code > 128:
         with contextlib.suppress(ValueError):
-            return signal.Signals(stop.code - 128).name  # raised by _raise_exit
+            return signal.Signals(stop.code - 128).name  # raised by StopOnce
     return f"{type(stop).__name__} in the runner"
 
 
@@ -812,19 +877,24 @@ def stop_runs(
     pending: deque[tuple[RunSpec, int, list[str]]],
     results_dir: Path,
     cause: str,
+    outcome: MatrixResult,
 ) -> list[str]:
     """Stop the runs in flight as the matrix ends early and mark each one, and each failed run
     waiting for its retry, interrupted in its error.txt (`mark_interrupted`), so that `gameon
     bench report` says "interrupted" rather than "no record"; return their ids. A run whose
-    record was written meanwhile is left as it is; an error.txt its worker wrote is kept above."""
+    record was written meanwhile, not yet seen to end, is counted done in `outcome`; an error.txt
+    a worker wrote is kept above."""
+    launcher.stop([item.handle for item in active])
     interrupted = []
     for item in active:
-        launcher.stop(item.handle)
         run_dir = results_dir / item.run.run_id
-        if not is_complete(item.run, run_dir):
-            why = f"{item.run.run_id} interrupted: {cause} stopped the bench run while it ran"
-            _mark(run_dir, why)
-            interrupted.append(item.run.run_id)
+        if is_complete(item.run, run_dir):
+            seconds = time.monotonic() - item.started
+            outcome.results.append(RunResult(item.run.run_id, "done", item.attempt, seconds))
+            continue
+        why = f"{item.run.run_id} interrupted: {cause} stopped the bench run while it ran"
+        _mark(run_dir, why)
+        interrupted.append(item.run.run_id)
     for run, attempt, errors in pending:
         if errors:  # a failed attempt waits for its retry: its folder holds that attempt's files
             why = f"{run.run_id} interrupted: {cause} stopped the bench run before retry {attempt}"
@@ -928,7 +998,3 @@ def _skip_refused(
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "no reason given"
-
-
-def _raise_exit(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)

@@ -24,12 +24,12 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from gameon.atomic import atomic_write
-from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, run_config
+from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, config_class, run_config
 from gameon.envs import ENV_SKILLS
 from gameon.experimenter.vlm.backend import VLMRefused
 from gameon.records import (
@@ -155,14 +155,56 @@ def run_collect(run: RunSpec, run_dir: Path) -> RunRecord:
 
 def is_complete(run: RunSpec, run_dir: Path) -> bool:
     """Whether the run folder holds this run's finished, valid record (the collect loop writes
-    its record only once the run is finished)."""
+    its record only once the run is finished) made as the run asks: its run.json, and a record of
+    its budget (not one extended in the folder by `gameon experiment --iterations`)."""
+    record = own_record(run, run_dir)
+    if record is None or record_difference(run, record) is not None:
+        return False
+    return read_run(run_dir) == run
+
+
+def own_record(run: RunSpec, run_dir: Path) -> RunRecord | None:
+    """The valid record of this run's id in its folder, else None."""
     try:
         record = load_record(Path(run_dir) / RECORD_FILE)
     except ValueError:
-        return False
-    if record.run_id != run.run_id or not (Path(run_dir) / RUN_FILE).is_file():
-        return False
-    return read_run(run_dir) == run
+        return None
+    return record if record.run_id == run.run_id else None
+
+
+def run_budget(run: RunSpec) -> dict[str, int]:
+    """Every budget key of the run as it trains with it, as its record states it: the spec's
+    budget over its learner's (online) or the loop's (collect) defaults."""
+    defaults = {f.name: f.default for f in fields(config_class(run.protocol, run.learner))}
+    return {key: run.budget.get(key, defaults[key]) for key in BUDGET_KEYS[run.protocol]}
+
+
+def record_difference(run: RunSpec, record: RunRecord) -> str | None:
+    """How a record of this run's id differs from the run (what it is and its budget), e.g.
+    "iterations 3, not 2"; None if it does not. Such a record is another matrix's, or a run
+    changed outside the matrix: not this run finished, and pooled with it would mislead."""
+    wanted = {
+        "protocol": run.protocol,
+        "curriculum": run.curriculum.name,
+        "learner": run.learner,
+        "env_id": run.env_id,
+        "seed": run.seed,
+        **run_budget(run),
+    }
+    found = {
+        "protocol": record.protocol,
+        "curriculum": record.curriculum,
+        "learner": record.learner,
+        "env_id": record.env_id,
+        "seed": record.seed,
+        **record.budget,
+    }
+    differ = [
+        f"{key} {found.get(key)}, not {value}"
+        for key, value in wanted.items()
+        if found.get(key) != value
+    ]
+    return ", ".join(differ) or None
 
 
 def prepare(run: RunSpec, run_dir: Path) -> None:
@@ -235,6 +277,16 @@ def _inject_fault(run: RunSpec) -> None:
         raise RuntimeError(f"injected failure ({FAULT_VARIABLE}={fault})")
 
 
+def _interrupted(error: BaseException | None) -> bool:
+    """Whether Ctrl-C stopped the worker: a KeyboardInterrupt, or an error raised while one
+    unwound (a library's cleanup failing on the way out)."""
+    while error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        error = error.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Worker entry point: execute the run described in RUN_DIR/run.json."""
     argv = sys.argv[1:] if argv is None else argv
@@ -252,11 +304,17 @@ def main(argv: list[str] | None = None) -> int:
         record = execute(run, run_dir)
     except BaseException as error:  # noqa: BLE001  (every failure is reported in error.txt)
         text = traceback.format_exc()
-        print(text, file=sys.stderr, flush=True)
-        interrupted = isinstance(error, KeyboardInterrupt)
-        write_error(run_dir, f"{run.run_id} {'interrupted' if interrupted else 'failed'}:\n{text}")
-        if interrupted:
+        if _interrupted(error):  # the reason alone: where Ctrl-C landed is noise (run.log has it)
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # not cut short by another
+            try:
+                reason = "Ctrl-C stopped it while it ran"
+                write_error(run_dir, f"{run.run_id} interrupted: {reason}\n{INTERRUPTED}")
+                print(text, file=sys.stderr, flush=True)
+            finally:
+                signal.signal(signal.SIGINT, previous)
             return 130
+        print(text, file=sys.stderr, flush=True)
+        write_error(run_dir, f"{run.run_id} failed:\n{text}")
         return REFUSED_STATUS if isinstance(error, VLMRefused) else 1
     print(f"== {run.run_id}: final success {record.target_success:.2f}", flush=True)
     return 0

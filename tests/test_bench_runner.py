@@ -95,6 +95,9 @@ def test_online_matrix_writes_valid_records(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out.startswith("tiny: 2 runs to do, 2 at a time: about ")
     assert "2 runs done now" in captured.out and "gameon bench report" in captured.out
+    each = [int(s) for s in re.findall(r"^done \S+ \((\d+) s\)$", captured.out, re.MULTILINE)]
+    total = re.search(r"^2 runs done now, .* \((\d+) s\)$", captured.out, re.MULTILINE)
+    assert len(each) == 2 and total and int(total[1]) >= max(each)  # the total includes each
     progress = [line for line in captured.err.splitlines() if "runs finished" in line]
     assert progress[0].startswith("1/2 runs finished, ~") and progress[0].endswith(" left")
     assert progress[1] == "2/2 runs finished"
@@ -172,9 +175,10 @@ def test_time_left_of_each_kind_of_run_follows_the_pace_of_that_kind() -> None:
     )
 
 
-def test_durations_below_ten_seconds_are_shown_as_they_are(monkeypatch) -> None:
-    texts = [duration_text(s) for s in (0.2, 3.4, 9.4, 14, 44, 89, 150, 5400)]
-    assert texts == ["0 s", "3 s", "9 s", "10 s", "40 s", "90 s", "2 min", "1.5 h"]
+def test_durations_below_ninety_seconds_are_shown_to_the_second(monkeypatch) -> None:
+    """Rounded to tens, a matrix of one 12 s run said it took 10 s."""
+    texts = [duration_text(s) for s in (0.2, 3.4, 9.4, 12.4, 14, 44, 89, 150, 5400)]
+    assert texts == ["0 s", "3 s", "9 s", "12 s", "14 s", "44 s", "89 s", "2 min", "1.5 h"]
     monkeypatch.setattr(runner, "run_seconds", lambda run: 3.0)
     assert MatrixProgress(smoke_runs()[:1], workers=2).line({}) == "0/1 runs finished, ~3 s left"
 
@@ -193,7 +197,7 @@ class FailsAtOnce(runner.LocalLauncher):
     def poll(self, handle: Path) -> tuple[int, str]:
         return 1, ""
 
-    def stop(self, handle: Path) -> None:
+    def stop(self, handles: list[Path]) -> None:
         pass
 
 
@@ -514,7 +518,20 @@ def test_a_run_stopped_by_ctrl_c_is_reported_interrupted_and_a_rerun_runs_it(
     monkeypatch.setattr(runs, "execute", stopped)
     assert runs.main([str(run_dir)]) == 130
     text = (run_dir / "error.txt").read_text()
-    assert text.startswith(f"{run.run_id} interrupted:\n") and runs.was_interrupted(text)
+    clean = f"{run.run_id} interrupted: Ctrl-C stopped it while it ran\nKeyboardInterrupt\n"
+    assert text == clean and runs.was_interrupted(text)  # no traceback of where it landed
+    assert "Traceback" in capsys.readouterr().err  # that goes to the log (run.log)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    def stopped_in_a_cleanup(run, run_dir):  # a library failing as Ctrl-C unwinds it
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise RuntimeError("cannot close the figure")
+
+    monkeypatch.setattr(runs, "execute", stopped_in_a_cleanup)
+    assert runs.main([str(run_dir)]) == 130
+    assert (run_dir / "error.txt").read_text() == clean
     ((_, reason),) = [(s.path, s.reason) for s in load_runs(results)[1]]
     assert reason.startswith("interrupted (Ctrl-C, or its bench run was stopped) before its ")
     assert "failed" not in reason
@@ -665,6 +682,121 @@ def test_a_signal_while_a_run_starts_stops_that_run_and_counts_it_interrupted(
     assert "interrupted: " in text and "stopped the bench run while it ran" in text
 
 
+def test_a_run_that_finishes_as_ctrl_c_arrives_is_counted_done(tmp_path, monkeypatch, capsys):
+    """Its record written, its end not yet seen by the runner: the run was counted neither done
+    nor interrupted, and the resume hint said it "skips the 0 finished runs"."""
+    start = runner.LocalLauncher.start
+
+    def start_finish_then_signal(self, run_dir: Path, attempt: int):
+        worker = start(self, run_dir, attempt)
+        worker.wait()
+        signal.raise_signal(signal.SIGINT)
+        return worker
+
+    monkeypatch.setattr(runner.LocalLauncher, "start", start_finish_then_signal)
+    results = tmp_path / "results"
+    assert main(command(spec_file(tmp_path, seeds=(0, 1)), results, "--workers", "1")) == 130
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "stopped by Ctrl-C: 1 runs done now, 0 finished before, 0 failed, 0 interrupted, "
+        "1 not started" in out
+    )
+    assert "it keeps and skips the 1 finished runs" in out
+    assert sorted(records(results)) == ["online__Reach__fixed__ppo__s0"]
+    assert not (results / "online__Reach__fixed__ppo__s0" / "error.txt").exists()
+
+
+class CtrlCAgainWhileStopping(runner.LocalLauncher):
+    """The local launcher, except that Ctrl-C reaches the runner as it starts a run, and twice
+    more as it stops the runs in flight (a second Ctrl-C, or `timeout -s INT` signalling the
+    whole process group)."""
+
+    def __init__(self, workers: int | None, lock_fd: int | None = None) -> None:
+        super().__init__(workers, lock_fd)
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, run_dir: Path, attempt: int) -> subprocess.Popen:
+        self.started.append(super().start(run_dir, attempt))
+        signal.raise_signal(signal.SIGINT)
+        return self.started[-1]
+
+    def stop(self, handles: list[subprocess.Popen]) -> None:
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
+        super().stop(handles)
+
+
+def test_ctrl_c_again_while_the_matrix_stops_still_ends_marks_and_counts_every_run(
+    tmp_path, monkeypatch, capfd
+):
+    """A second Ctrl-C in the cleanup cut it short: no summary, the run in flight left without
+    its error.txt (so the report called it "no record"), its worker running on."""
+    launchers: list[CtrlCAgainWhileStopping] = []
+
+    def launcher(options, lock_fd=None):
+        launchers.append(CtrlCAgainWhileStopping(options.workers, lock_fd))
+        return launchers[-1]
+
+    monkeypatch.setattr(runner, "make_launcher", launcher)
+    results = tmp_path / "results"
+    try:
+        assert main(command(spec_file(tmp_path, seeds=(0,)), results)) == 130
+    finally:
+        for worker in launchers[0].started if launchers else []:
+            alive = worker.poll() is None
+            worker.kill()
+            worker.wait()
+            assert not alive, "the run's worker was left running"
+    captured = capfd.readouterr()
+    out = " ".join(captured.out.split())
+    assert "0 runs done now, 0 finished before, 0 failed, 1 interrupted, 0 not started" in out
+    assert "to resume, run the same `gameon bench run` again" in out
+    assert "already stopping: the runs in flight are ended and marked interrupted" in captured.err
+    text = (results / "online__Reach__fixed__ppo__s0" / "error.txt").read_text()
+    assert "interrupted: Ctrl-C stopped the bench run while it ran" in text
+    assert runs.was_interrupted(text)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_record_of_another_budget_is_refused_neither_skipped_nor_run_over(
+    tmp_path, capsys
+) -> None:
+    """As after `gameon experiment --iterations 3 --run-dir RESULTS/RUN` on a matrix of 2: the
+    run was skipped as finished and the report pooled it with the others' budget."""
+    from gameon.baselines import ppo
+
+    spec = spec_file(tmp_path, seeds=(0,))
+    results = tmp_path / "results"
+    assert main(command(spec, results)) == 0
+    (run,) = expand(load_spec(spec, check=False))
+    path = results / run.run_id / RECORD_FILE
+    data = json.loads(path.read_text())
+    data["budget"]["total_timesteps"] = 512
+    path.write_text(json.dumps(data))
+    assert load_record(path).budget["total_timesteps"] == 512
+    assert not runs.is_complete(run, path.parent)
+    capsys.readouterr()
+
+    assert main(command(spec, results)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # refused before the plan line, like another matrix's folder
+    assert (
+        f"{path.parent} holds a record of {run.run_id} that is not this matrix's run "
+        "(total_timesteps 512, not 256)" in " ".join(captured.err.split())
+    )
+    assert json.loads(path.read_text()) == data  # kept as it was
+    shutil.move(path.parent, tmp_path / "extended")  # as the message says: then it runs here
+    assert plan_line(load_spec(spec, check=False), results, RunnerOptions(), load=0.0).startswith(
+        "tiny: 1 run to do, "
+    )
+    defaults = dataclasses.replace(run, budget={"total_timesteps": 256})  # the rest: Args'
+    assert runs.run_budget(defaults) == {
+        "total_timesteps": 256,
+        "eval_every": ppo.Args.eval_every,
+        "num_envs": ppo.Args.num_envs,
+    }
+
+
 def test_a_failed_run_waiting_for_its_retry_is_marked_interrupted_with_its_failure_kept(
     tmp_path,
 ) -> None:
@@ -673,7 +805,8 @@ def test_a_failed_run_waiting_for_its_retry_is_marked_interrupted_with_its_failu
     runs.prepare(run, run_dir)
     runs.write_error(run_dir, "Traceback ...\nRuntimeError: boom")
     waiting = deque([(run, 2, ["attempt 1: RuntimeError: boom"])])
-    stopped = runner.stop_runs(FailsAtOnce(1), [], waiting, tmp_path, "SIGTERM")
+    outcome = runner.MatrixResult(tmp_path)
+    stopped = runner.stop_runs(FailsAtOnce(1), [], waiting, tmp_path, "SIGTERM", outcome)
     assert stopped == [run.run_id]
     text = (run_dir / "error.txt").read_text()
     assert text.startswith("Traceback ...\nRuntimeError: boom\n\n")
