@@ -67,6 +67,7 @@ from pydantic import ValidationError, model_validator
 
 from gameon.atomic import atomic_write, check_writable, defer_signals, file_lock
 from gameon.benchmark.report import (
+    budget_text,
     group_key,
     per_skill_iqm,
     protocol_name,
@@ -1045,19 +1046,6 @@ def _monolithic_iqm(records: Sequence[RunRecord]) -> float | None:
     if any(e is None for e in evaluations):
         return None
     return iqm([e.success_rate(tuple(records[0].target_skills)) for e in evaluations])
-
-
-def budget_text(budget: dict[str, Any]) -> str:
-    """A run's budget in a few words: "5 x 32 tasks, 150 seed episodes, 4000 updates" (collect:
-    iterations x tasks each, updates per iteration), "300000 env steps" (online), else its
-    fields."""
-    collect = ("iterations", "episodes_per_iteration", "seed_episodes", "num_updates")
-    if all(key in budget for key in collect):
-        iterations, tasks, seed_episodes, updates = (budget[key] for key in collect)
-        return f"{iterations} x {tasks} tasks, {seed_episodes} seed episodes, {updates} updates"
-    if "total_timesteps" in budget:
-        return f"{budget['total_timesteps']} env steps"
-    return ", ".join(f"{key} {value}" for key, value in sorted(budget.items()))
 
 
 def shown_protocol(protocol: str) -> str:

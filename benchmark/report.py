@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -212,12 +213,26 @@ def summarise_group(
         "wall_seconds_mean": float(np.mean([r.wall_seconds for r in records])),
         "steps_per_second_mean": float(np.mean([wall_rate(r) for r in records])),
         "env_steps_mean": float(np.mean([r.env_steps for r in records])),
+        "budgets": sorted({budget_text(r.budget) for r in records}),
         "curve_unit": first.curve_unit,
         "evaluation": {
             "env_id": first.evaluation.env_id,
             "episodes_per_skill": sorted({r.evaluation.episodes_per_skill for r in records}),
         },
     }
+
+
+def budget_text(budget: dict[str, Any]) -> str:
+    """A run's budget in a few words: "5 x 32 tasks, 150 seed episodes, 4000 updates" (collect:
+    iterations x tasks each, updates per iteration), "300000 env steps" (online), else its
+    fields."""
+    collect = ("iterations", "episodes_per_iteration", "seed_episodes", "num_updates")
+    if all(key in budget for key in collect):
+        iterations, tasks, seed_episodes, updates = (budget[key] for key in collect)
+        return f"{iterations} x {tasks} tasks, {seed_episodes} seed episodes, {updates} updates"
+    if "total_timesteps" in budget:
+        return f"{budget['total_timesteps']} env steps"
+    return ", ".join(f"{key} {value}" for key, value in sorted(budget.items()))
 
 
 def wall_rate(record: RunRecord) -> float:
@@ -644,6 +659,7 @@ def render_markdown(summary: dict) -> str:
     lines += _table(header, rows) if rows else ["No valid run records."]
     if rows:
         lines += _legend(GROUP_LEGEND)
+    lines += _budget_lines(summary["groups"])
     lines += _vlm_lines(summary["groups"])
     lines += _target_lines(summary["groups"])
     lines += _controls_lines(summary.get("controls", []), seeds)
@@ -690,6 +706,20 @@ def _baseline_seeds(group: dict, seeds: dict[tuple[str, str, str, str], int]) ->
     """Runs behind a P(> fixed): the fewer of the group's and its `fixed` group's."""
     fixed = seeds.get((group["protocol"], group["learner"], group["env_id"], BASELINE), 0)
     return min(len(group["seeds"]), fixed)
+
+
+def _budget_lines(groups: Sequence[dict]) -> list[str]:
+    """A line per group whose runs trained on different budgets (e.g. one extended outside its
+    matrix, or records of two matrices gathered in one folder): its row pools them."""
+    lines = [
+        f"- **Budgets differ**: the {len(group['seeds'])} runs of {group['curriculum_label']} "
+        f"({group['protocol']}, {group['learner']}, {group['env_id']}) trained on "
+        f"{len(group['budgets'])} budgets ({'; '.join(group['budgets'])}), which its row pools; "
+        "the leaderboard refuses such a group."
+        for group in groups
+        if len(group.get("budgets", ())) > 1
+    ]
+    return ["", *lines] if lines else []
 
 
 def _vlm_lines(groups: Sequence[dict]) -> list[str]:

@@ -600,3 +600,19 @@ def test_an_out_holding_another_matrix_s_results_is_refused(tmp_path, capsys) ->
     assert "holds another matrix's results (matrix.json)" in capsys.readouterr().err
     assert (theirs / "report.md").read_text() == "their report\n"
     assert commands_main(["bench", "report", str(theirs), "--out", str(theirs)]) == 0
+
+
+def test_a_group_whose_runs_trained_on_different_budgets_says_so(tmp_path) -> None:
+    """A run extended outside its matrix, or two matrices' records in one folder, were pooled into
+    one row without a word."""
+    results = tmp_path / "results"
+    records = [make_record(seed, FIXED[seed]) for seed in range(3)]
+    longer = records[2].model_copy(update={"budget": {**records[2].budget, "iterations": 9}})
+    for record in [*records[:2], longer]:
+        write_run(results, record)
+    markdown = write_report(results).markdown.read_text()
+    line = next(line for line in markdown.splitlines() if "**Budgets differ**" in line)
+    assert "the 3 runs of fixed (collect" in line and "trained on 2 budgets (" in line
+    assert "(iterations 2; iterations 9)" in line
+    write_run(results, records[2])
+    assert "Budgets differ" not in write_report(results).markdown.read_text()
