@@ -50,6 +50,7 @@ from gameon.benchmark.runs import (
     FAULT_VARIABLE,
     LOG_FILE,
     REFUSED_STATUS,
+    RUN_FILE,
     failure_reason,
     is_complete,
     mark_interrupted,
@@ -58,6 +59,7 @@ from gameon.benchmark.runs import (
     record_difference,
     write_error,
 )
+from gameon.records import RECORD_FILE
 
 MATRIX_FILE = "matrix.json"
 LOCK_FILE = ".bench.lock"
@@ -68,6 +70,8 @@ HEAD_CHECK_SECONDS = 2.0
 """How often the Ray runner checks that the cluster's head still answers."""
 HEAD_LOST_SECONDS = 10.0
 """How long the head may not answer before the matrix gives the cluster up."""
+RUN_FOLDER_FILES = (RECORD_FILE, "state.json", RUN_FILE)
+"""Files of one run's folder (a bench run's or `gameon experiment`'s), not of a results folder."""
 STOP_SECONDS = 10.0
 """How long the runs in flight of a stopped matrix may take to end before they are killed."""
 STILL_STOPPING = (
@@ -289,6 +293,13 @@ def open_results_dir(results_dir: Path) -> None:
     accepted = "give --results a folder you can write to (it is created if missing)"
     if results_dir.exists() and not results_dir.is_dir():
         raise ValueError(f"the results folder {results_dir} is a file, not a folder; {accepted}")
+    held = [name for name in RUN_FOLDER_FILES if (results_dir / name).is_file()]
+    if held:
+        raise ValueError(
+            f"{results_dir} is one run's folder (it holds {held[0]}), not a results folder: give "
+            "--results a folder of its own, which holds a folder per run (e.g. "
+            f"{results_dir.parent / 'bench'})"
+        )
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
         (results_dir / LOCK_FILE).touch()

@@ -294,6 +294,22 @@ def test_a_results_path_that_cannot_be_a_folder_is_refused_in_one_line(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "tiny.toml"]
 
 
+@pytest.mark.parametrize("held", ["record.json", "state.json", "run.json"])
+def test_one_run_s_folder_given_as_the_results_folder_is_refused(tmp_path, capsys, held):
+    """A `gameon experiment` folder (or a bench run's) was taken as a results folder: its own
+    files were then listed by the report as skipped run folders."""
+    run_folder = tmp_path / "experiment__lp__bc__0"
+    run_folder.mkdir()
+    (run_folder / held).write_text("{}")
+    assert main(command(spec_file(tmp_path), run_folder)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert f"{run_folder} is one run's folder (it holds {held}), not a results folder" in (
+        captured.err
+    )
+    assert sorted(p.name for p in run_folder.iterdir()) == [held]
+
+
 def test_when_every_run_failed_the_report_says_why_without_a_useless_retry(
     tmp_path, monkeypatch, capsys
 ):
