@@ -722,6 +722,19 @@ def test_a_run_that_finishes_as_ctrl_c_arrives_is_counted_done(tmp_path, monkeyp
     assert not (results / "online__Reach__fixed__ppo__s0" / "error.txt").exists()
 
 
+def use_launcher(monkeypatch, launcher_class: type, *arguments: object) -> list:
+    """Have the runner make its launchers as launcher_class(workers, *arguments, lock_fd); return
+    the list they are kept in, for the test to look at."""
+    launchers = []
+
+    def launcher(options, lock_fd=None):
+        launchers.append(launcher_class(options.workers, *arguments, lock_fd))
+        return launchers[-1]
+
+    monkeypatch.setattr(runner, "make_launcher", launcher)
+    return launchers
+
+
 class CtrlCAgainWhileStopping(runner.LocalLauncher):
     """The local launcher, except that Ctrl-C reaches the runner as it starts a run, and twice
     more as it stops the runs in flight (a second Ctrl-C, or `timeout -s INT` signalling the
@@ -747,13 +760,7 @@ def test_ctrl_c_again_while_the_matrix_stops_still_ends_marks_and_counts_every_r
 ):
     """A second Ctrl-C in the cleanup cut it short: no summary, the run in flight left without
     its error.txt (so the report called it "no record"), its worker running on."""
-    launchers: list[CtrlCAgainWhileStopping] = []
-
-    def launcher(options, lock_fd=None):
-        launchers.append(CtrlCAgainWhileStopping(options.workers, lock_fd))
-        return launchers[-1]
-
-    monkeypatch.setattr(runner, "make_launcher", launcher)
+    launchers = use_launcher(monkeypatch, CtrlCAgainWhileStopping)
     results = tmp_path / "results"
     try:
         assert main(command(spec_file(tmp_path, seeds=(0,)), results)) == 130
@@ -861,13 +868,7 @@ class LosesOneRunsNode(runner.LocalLauncher):
 def test_a_run_lost_with_its_node_is_retried_and_counted(tmp_path, monkeypatch, capsys):
     """The scheduler's side of a lost Ray node, without a cluster (tests/test_ray_cluster.py
     kills a real node, under the slow marker)."""
-    launchers: list[LosesOneRunsNode] = []
-
-    def launcher(options, lock_fd=None):
-        launchers.append(LosesOneRunsNode(options.workers, lock_fd))
-        return launchers[-1]
-
-    monkeypatch.setattr(runner, "make_launcher", launcher)
+    launchers = use_launcher(monkeypatch, LosesOneRunsNode)
     results = tmp_path / "results"
     assert main(command(spec_file(tmp_path, seeds=range(3)), results, "--workers", "2")) == 0
     out = " ".join(capsys.readouterr().out.split())
@@ -909,13 +910,7 @@ def test_a_lost_head_ends_the_matrix_with_a_clear_message_and_a_rerun_resumes(
     kills a real head, under the slow marker)."""
     results = tmp_path / "results"
     spec = spec_file(tmp_path, seeds=range(3))
-    launchers: list[LosesTheHead] = []
-
-    def launcher(options, lock_fd=None):
-        launchers.append(LosesTheHead(options.workers, results, lock_fd))
-        return launchers[-1]
-
-    monkeypatch.setattr(runner, "make_launcher", launcher)
+    launchers = use_launcher(monkeypatch, LosesTheHead, results)
     assert main(command(spec, results, "--workers", "2")) == 1
     said = capsys.readouterr()
     last = said.err.strip().splitlines()[-1]
