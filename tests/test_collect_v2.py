@@ -387,7 +387,9 @@ def test_verify_compares_a_v2_claim_with_its_target_evaluations_not_the_final_on
     monkeypatch.setattr(  # the target evaluations reproduce; only the final one is re-run
         leaderboard,
         "_reevaluate_target",
-        lambda run, mode, claimed: SimpleNamespace(success_rate=claimed.success_rate()),
+        lambda run, mode, claimed: SimpleNamespace(
+            success_rate=claimed.success_rate(), episodes=claimed.episodes
+        ),
     )
     result = leaderboard.submit([run_dir], tmp_path / "board", verify=True, min_seeds=1)
     assert result.accepted, result.reasons
