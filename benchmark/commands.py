@@ -293,12 +293,16 @@ def leaderboard_audit(command: LeaderboardAudit) -> int:
 
 def leaderboard_html(command: LeaderboardHtml) -> int:
     """Write the leaderboard page (and its screenshot) and print where they are."""
-    from gameon.benchmark.leaderboard_page import SCREENSHOT_FILE, screenshot, write_page
+    from gameon.benchmark.leaderboard_page import (
+        BOARD_FILE,
+        SCREENSHOT_FILE,
+        screenshot,
+        write_page,
+    )
 
-    board = command.board / "leaderboard.json"
     if command.leaderboard is not None and command.board != Path("results"):
         raise ValueError("give the board once: --board FOLDER or --leaderboard FILE, not both")
-    page = write_page(command.leaderboard or board, command.out)
+    page = write_page(command.leaderboard or command.board / BOARD_FILE, command.out)
     print(f"page: {page} (open it in a browser: {page.resolve().as_uri()})")
     if command.screenshot:
         print(f"screenshot: {screenshot(page, page.parent / SCREENSHOT_FILE)}")

@@ -24,12 +24,12 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from gameon.atomic import atomic_write
-from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, config_class, run_config
+from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, run_config
 from gameon.envs import ENV_SKILLS
 from gameon.experimenter.vlm.backend import VLMRefused
 from gameon.records import (
@@ -173,10 +173,10 @@ def own_record(run: RunSpec, run_dir: Path) -> RunRecord | None:
 
 
 def run_budget(run: RunSpec) -> dict[str, int]:
-    """Every budget key of the run as it trains with it, as its record states it: the spec's
-    budget over its learner's (online) or the loop's (collect) defaults."""
-    defaults = {f.name: f.default for f in fields(config_class(run.protocol, run.learner))}
-    return {key: run.budget.get(key, defaults[key]) for key in BUDGET_KEYS[run.protocol]}
+    """Every budget key of the run as it trains with it, as its record states it: read from the
+    config the run trains with (the spec's budget over the learner's or the loop's defaults)."""
+    config = run_config(run)
+    return {key: int(getattr(config, key)) for key in BUDGET_KEYS[run.protocol]}
 
 
 def record_difference(run: RunSpec, record: RunRecord) -> str | None:
