@@ -51,6 +51,7 @@ to the entry's `audits`: every one stays on record, and the entry's verdict is o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -296,7 +297,9 @@ def submit(
 
 def check_board_writable(board_dir: Path) -> None:
     """Make the board folder and write a file there, so that a board that cannot take a new entry
-    or audit (a read-only disk, another user's folder) is refused (ValueError) before the work."""
+    or audit (a read-only disk, another user's folder) is refused (ValueError) before the work.
+    Folders it made are removed again, so a refused first submission leaves no empty board."""
+    made = [folder for folder in (board_dir, *board_dir.parents) if not folder.exists()]
     try:
         check_writable(board_dir)
     except OSError as error:
@@ -304,6 +307,10 @@ def check_board_writable(board_dir: Path) -> None:
             f"cannot write to the board {board_dir}: {error.strerror or error}; nothing was "
             "changed: give --board a folder you can write to"
         ) from None
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def read_board(board_dir: str | Path) -> Board:

@@ -90,6 +90,14 @@ def test_malformed_records_are_rejected(board, tmp_path) -> None:
     assert str(runs[0]) in reasons[0] and str(runs[1]) in reasons[1]
 
 
+def test_a_rejected_first_submission_leaves_no_board_behind(tmp_path) -> None:
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    (runs[0] / "record.json").write_text("{not json")
+    result = submit(runs, tmp_path / "boards" / "new")
+    assert not result.accepted
+    assert not (tmp_path / "boards").exists()
+
+
 def test_submitting_no_records_is_a_usage_error(board, tmp_path, capsys) -> None:
     before = _snapshot(board)
     with pytest.raises(ValueError, match="no run records given: pass the record.json files"):
