@@ -105,8 +105,8 @@ class LeaderboardAudit:
 class LeaderboardHtml:
     """Write the leaderboard as one static page that opens from the file system (no server)."""
 
-    board: Path = Path("results")
-    """the folder of leaderboard.json, as submit and audit take it"""
+    board: Path | None = None
+    """the folder of leaderboard.json, as submit and audit take it; default results"""
     leaderboard: Path | None = None
     """the board's leaderboard.json file: the older spelling of --board (give one of the two)"""
     out: Path | None = None
@@ -300,9 +300,11 @@ def leaderboard_html(command: LeaderboardHtml) -> int:
         write_page,
     )
 
-    if command.leaderboard is not None and command.board != Path("results"):
+    if command.leaderboard is not None and command.board is not None:
         raise ValueError("give the board once: --board FOLDER or --leaderboard FILE, not both")
-    page = write_page(command.leaderboard or command.board / BOARD_FILE, command.out)
+    page = write_page(
+        command.leaderboard or (command.board or Path("results")) / BOARD_FILE, command.out
+    )
     print(f"page: {page} (open it in a browser: {page.resolve().as_uri()})")
     if command.screenshot:
         print(f"screenshot: {screenshot(page, page.parent / SCREENSHOT_FILE)}")

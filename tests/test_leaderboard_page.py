@@ -215,6 +215,8 @@ def test_html_takes_the_board_folder_as_submit_and_audit_do(
 
     assert main(["leaderboard", "html", "--board", str(copy), "--leaderboard", json_file]) == 2
     assert "--board FOLDER or --leaderboard FILE, not both" in capsys.readouterr().err
+    assert main(["leaderboard", "html", "--board", "results", "--leaderboard", json_file]) == 2
+    assert "--board FOLDER or --leaderboard FILE, not both" in capsys.readouterr().err
     assert main(["leaderboard", "html", "--board", json_file]) == 2
     assert f"({json_file} is a file, not a board's folder)" in capsys.readouterr().err
 
