@@ -177,8 +177,19 @@ def test_malformed_json_is_reasked_and_the_second_answer_used(
         lambda answer: f"```\n{answer}\n```\n",
         lambda answer: f"<think>The red block first: {{easy}}.</think>\n{answer}",
         lambda answer: f"<think>\nplan\n</think>\n\n```json\n{answer}\n```",
+        lambda answer: f"```json\r\n{answer}\r\n```",
+        lambda answer: f"```json {answer} ```",
+        lambda answer: f"the red block first</think>\n{answer}",
     ],
-    ids=["json fence", "bare fence", "reasoning", "reasoning and fence"],
+    ids=[
+        "json fence",
+        "bare fence",
+        "reasoning",
+        "reasoning and fence",
+        "crlf fence",
+        "one-line fence",
+        "reasoning without its opening tag",
+    ],
 )
 def test_json_in_a_code_fence_or_after_reasoning_is_read_without_a_reask(
     provider: Provider, tmp_path: Path, wrap: Callable[[str], str]

@@ -29,13 +29,15 @@ REASK_TEMPLATE = (
 
 
 WRAPPED_JSON = re.compile(
-    r"""\s* (?: <think> .*? </think> \s* )?          # a reasoning block first
-    (?: ```(?:json)?[ \t]*\n (?P<fenced>.*?) \n\s*``` # one markdown code fence
+    r"""\s* (?: (?:<think>)? .*? </think> \s* )?           # a reasoning block first
+    (?: ```(?:json)?\s* (?P<fenced>[{\[].*?) \s*```       # one markdown code fence
       | (?P<bare>.*?) ) \s*""",
     re.DOTALL | re.IGNORECASE | re.VERBOSE,
 )
-"""An answer as models wrap its JSON: after their reasoning in <think>...</think>, inside one
-markdown code fence (```json ... ```), or both, when a server ignores the requested format."""
+"""An answer as models wrap its JSON: after their reasoning in <think>...</think> (or only its
+closing tag, when the chat template wrote the opening one), inside one markdown code fence
+(```json ... ```, on one line or many, LF or CRLF), or both, when a server ignores the requested
+format."""
 
 
 def answer_json(raw: str) -> str:
