@@ -19,6 +19,7 @@ class Scripted:
     body: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    content_type: str = "application/json"
 
 
 class ScriptedServer:
@@ -56,7 +57,7 @@ class ScriptedServer:
                 data = reply.body.encode()
                 try:
                     self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", reply.content_type)
                     self.send_header("content-length", str(len(data)))
                     for key, value in reply.headers.items():
                         self.send_header(key, value)

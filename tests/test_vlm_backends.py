@@ -22,7 +22,7 @@ from gameon.experimenter.vlm import (
     redact,
     request_hash,
 )
-from gameon.experimenter.vlm.backend import mark_abandoned
+from gameon.experimenter.vlm.backend import Usage, VLMRefused, mark_abandoned
 
 FAKE_KEY = "sk-test-SECRET-123"
 KNOWN_SKILLS = {"reach", "grasp", "lift"}
@@ -318,6 +318,69 @@ def test_a_key_read_with_surrounding_whitespace_is_sent_without_it(
     assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
     assert server.headers[0]["authorization"] == f"Bearer {FAKE_KEY}"
     assert backend.transcript.redact(FAKE_KEY) == "***"
+
+
+def test_a_key_shorter_than_a_credential_is_not_scrubbed_from_answers(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Scrubbing the placeholder key "a" rewrote every "a" of the answer before it was parsed
+    # ("t***sks: Field required") and of the transcript's image hashes.
+    monkeypatch.setenv("OPENAI_API_KEY", "a")
+    server.script(good("grasp a block"))
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [image()], Plan, module="m").skill == "grasp a block"
+    (entry,) = backend.transcript.entries()
+    assert (tmp_path / "images" / f"{entry['images'][0]}.png").is_file()
+    assert entry["attempt"] == 0
+
+
+@pytest.mark.parametrize("key", ["sk-fake-123\u00e9", "sk-fake\n123", "sk-fake 123"])
+def test_a_key_a_header_cannot_carry_is_refused_before_any_request(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every request failed as a connection error and the run fell back to lp for its whole length.
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with pytest.raises(ValueError, match="the API key in OPENAI_API_KEY has a character") as info:
+        OpenAIBackend("m", base_url="https://example.invalid/v1")
+    assert key not in str(info.value) and "printable ASCII" in str(info.value)
+
+
+def test_negative_token_counts_from_a_server_count_as_none(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    # A negative count made the run's cost negative, which its record refused at the very end.
+    server.script(completion(json.dumps({"skill": "grasp", "steps": 3}), -55, -9))
+    backend = make_backend(server, tmp_path)
+    backend.generate("Plan it", [], Plan, module="m")
+    assert backend.total_usage == Usage(0, 0)
+
+
+def test_a_web_page_where_the_api_should_be_is_refused_naming_the_base_url(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    # openai hands back the text of a non-JSON body, which failed as "AttributeError: 'str'
+    # object has no attribute 'usage'" and fell back on every call.
+    page = "<html><body>Welcome to the proxy " + "x" * 5000 + "</body></html>"
+    server.script(Scripted(200, page, content_type="text/html"))
+    backend = make_backend(server, tmp_path)
+    with pytest.raises(VLMRefused, match=f"the server at {re.escape(server.base_url)} answered"):
+        backend.generate("Plan it", [], Plan, module="m")
+    (entry,) = backend.transcript.entries()
+    assert "not a chat completion: check --vlm-base-url" in entry["error"]
+    assert "x" * 100 not in entry["error"]
+
+
+def test_a_runaway_answer_is_reasked_and_kept_cut_short(server: FakeServer, tmp_path: Path) -> None:
+    # A 20 MB answer was stored whole: a 210 MB transcript for an 11-call run.
+    runaway = json.dumps({"skill": "grasp", "steps": 3, "notes": "again " * 50_000})
+    server.script(completion(runaway), good("lift", 2))
+    backend = make_backend(server, tmp_path)
+    assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="lift", steps=2)
+    first, second = backend.transcript.entries()
+    assert len(first["raw_response"]) == 2_000 and runaway.startswith(first["raw_response"])
+    assert first["error"].startswith("the answer has 300,0") and first["parsed"] is None
+    assert "more than the 200,000 any answer needs" in second["prompt"]
+    assert backend.total_usage.prompt_tokens == 22 and backend.calls == 2
 
 
 def test_cache_serves_identical_requests(server: FakeServer, tmp_path: Path) -> None:

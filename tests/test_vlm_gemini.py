@@ -13,7 +13,7 @@ import pytest
 from fake_http import Scripted, ScriptedServer
 from pydantic import BaseModel
 
-from gameon.experimenter.vlm import GeminiBackend, Transcript, VLMError, encode_png
+from gameon.experimenter.vlm import GeminiBackend, Transcript, VLMError, VLMRefused, encode_png
 
 FAKE_KEY = "AIza-test-SECRET-456"
 MODEL = "gemini-test"
@@ -230,3 +230,36 @@ def test_a_key_read_with_surrounding_whitespace_is_sent_without_it(
     assert backend.generate("Plan it", [], Plan, module="m") == Plan(skill="grasp", steps=3)
     assert server.headers[0]["x-goog-api-key"] == FAKE_KEY
     assert backend.transcript.redact(FAKE_KEY) == "***"
+
+
+def test_a_key_a_header_cannot_carry_is_refused_before_any_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIza-fake-\u00e9")
+    with pytest.raises(ValueError, match="the API key in GOOGLE_API_KEY has a character"):
+        GeminiBackend(MODEL, base_url="http://127.0.0.1:1")
+
+
+def test_negative_token_counts_from_a_server_count_as_none(
+    server: FakeGemini, tmp_path: Path
+) -> None:
+    body = json.loads(good().body)
+    body["usageMetadata"] = {
+        "promptTokenCount": -55,
+        "candidatesTokenCount": -9,
+        "thoughtsTokenCount": 4,
+    }
+    server.script(Scripted(200, json.dumps(body)))
+    backend = make_backend(server, tmp_path)
+    backend.generate("Plan it", [], Plan, module="m")
+    assert (backend.total_usage.prompt_tokens, backend.total_usage.completion_tokens) == (0, 4)
+
+
+def test_a_web_page_where_the_api_should_be_is_refused_naming_the_base_url(
+    server: FakeGemini, tmp_path: Path
+) -> None:
+    # It failed as "JSONDecodeError: Expecting value" and fell back on every call.
+    server.script(Scripted(200, "<html><body>proxy login</body></html>", content_type="text/html"))
+    backend = make_backend(server, tmp_path)
+    with pytest.raises(VLMRefused, match=f"the server at {re.escape(server.base_url)} answered"):
+        backend.generate("Plan it", [], Plan, module="m")

@@ -8,6 +8,7 @@ import os
 import re
 import threading
 import time
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,12 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    @classmethod
+    def reported(cls, prompt_tokens: object, completion_tokens: object) -> Usage:
+        """The counts a server reported, a missing or negative one as 0 (a negative count would
+        make the run's cost negative, which no record accepts and no cost cap ever reaches)."""
+        return cls(max(0, int(prompt_tokens or 0)), max(0, int(completion_tokens or 0)))
+
     def __add__(self, other: Usage) -> Usage:
         """Sum two usages."""
         return Usage(
@@ -128,12 +135,40 @@ def check_base_url(url: str) -> None:
         )
 
 
+MAX_ANSWER_CHARS = 200_000
+"""Longer answers are re-asked (billed) and cut to KEPT_CHARS in the transcript: the longest
+module's answer, a coded skill's source, runs to a few thousand characters, and a runaway one (a
+model repeating itself, a server padding its answer) would otherwise be stored whole."""
+KEPT_CHARS = 2_000
+
+MIN_SECRET_LENGTH = 8
+"""Keys shorter than this are placeholders for a server that checks none (`sk-no-key` is 9), not
+credentials (providers' keys run to dozens of characters), and are not scrubbed: scrubbing a key
+"a" rewrote every "a" of every answer before it was parsed, and the transcript's hashes with it."""
+
+
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """Replace every occurrence of any non-empty secret in text by "***"."""
+    """Replace every occurrence of any secret of MIN_SECRET_LENGTH or more in text by "***"."""
     for secret in secrets:
-        if secret:
+        if len(secret) >= MIN_SECRET_LENGTH:
             text = text.replace(secret, "***")
     return text
+
+
+def read_key(variable: str) -> str:
+    """The API key in the environment variable (empty if unset), without surrounding whitespace
+    (a pasted newline); ValueError if a character inside it cannot go in an HTTP header, where
+    every request would fail as a connection error and the run fall back for its whole length."""
+    key = os.environ.get(variable, "").strip()
+    for position, character in enumerate(key, start=1):
+        if not "!" <= character <= "~":
+            raise ValueError(
+                f"the API key in {variable} has a character an HTTP header cannot carry at "
+                f"position {position} of {len(key)} ({unicodedata.name(character, 'a control')} "
+                "character): keys are printable ASCII without spaces; set it again from its "
+                "source"
+            )
+    return key
 
 
 def _redact_obj(obj: Any, secrets: Sequence[str]) -> Any:
@@ -331,6 +366,7 @@ class Backend(ABC):
         self.calls = 0
         self.total_usage = Usage()
         self._cache: dict[str, str] = {}
+        self._cache_read = False
         self._secrets: list[str] = []
         self.cost_cap: Callable[[], str | None] | None = None
         """asked before every request; a reason (e.g. the cap is spent) stops the call unsent"""
@@ -368,12 +404,11 @@ class Backend(ABC):
         """A previous successful raw answer to the same request, if caching is on."""
         if not self.cache:
             return None
-        if req_hash in self._cache:
-            return self._cache[req_hash]
-        if self.transcript is not None:
+        if not self._cache_read and self.transcript is not None:  # once: later answers add here
             for entry in self.transcript.entries():
                 if entry.get("error") is None and entry.get("parsed") is not None:
                     self._cache.setdefault(entry["request_hash"], entry["raw_response"])
+        self._cache_read = True
         return self._cache.get(req_hash)
 
     def _record(self, **fields: Any) -> None:
@@ -453,6 +488,13 @@ class Backend(ABC):
                         raise VLMRefused(f"{failure} ({hint})") from None
                     raise VLMUnreachable(failure) from None
                 raw = self._redact(raw)  # an answer that echoes a key neither parses nor logs it
+                if len(raw) > MAX_ANSWER_CHARS and not empty:
+                    empty = (
+                        f"the answer has {len(raw):,} characters, more than the "
+                        f"{MAX_ANSWER_CHARS:,} any answer needs (the transcript keeps its first "
+                        f"{KEPT_CHARS:,})"
+                    )
+                    raw = raw[:KEPT_CHARS]
                 self.calls += 1
                 self.total_usage = self.total_usage + usage
             latency = time.perf_counter() - start

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import json
 
 from google import genai
 from google.genai import types
@@ -12,7 +12,9 @@ from gameon.experimenter.vlm.backend import (
     EmptyAnswer,
     Transcript,
     Usage,
+    VLMRefused,
     check_base_url,
+    read_key,
 )
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -50,7 +52,7 @@ class GeminiBackend(Backend):
         super().__init__("gemini", model, transcript, max_reasks=max_reasks, cache=cache)
         if base_url is not None:
             check_base_url(base_url)
-        keys = [os.environ.get(env, "").strip() for env in KEY_ENVS]
+        keys = [read_key(env) for env in KEY_ENVS]
         key = next((secret for secret in keys if secret), "")
         if not key:
             raise ValueError(
@@ -85,16 +87,22 @@ class GeminiBackend(Backend):
             response_json_schema=schema,
             temperature=self.temperature,
         )
-        response = self._client.models.generate_content(
-            model=self.model, contents=contents, config=config
-        )
+        try:
+            response = self._client.models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
+        except json.JSONDecodeError:  # a web page or proxy, not the API
+            raise VLMRefused(
+                f"the server at {self.base_url or 'the Gemini API'} answered something that is "
+                "not JSON, not a Gemini response: check --vlm-base-url (the API's root, without "
+                "a version or model path)"
+            ) from None
         usage = Usage()
         meta = response.usage_metadata
         if meta is not None:  # thinking tokens are billed as output: counted as completion
-            usage = Usage(
-                prompt_tokens=int(meta.prompt_token_count or 0),
-                completion_tokens=int(meta.candidates_token_count or 0)
-                + int(meta.thoughts_token_count or 0),
+            usage = Usage.reported(
+                meta.prompt_token_count,
+                max(0, meta.candidates_token_count or 0) + max(0, meta.thoughts_token_count or 0),
             )
         text = response.text
         if text is None:

@@ -8,13 +8,16 @@ import re
 from urllib.parse import urlparse
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from gameon.experimenter.vlm.backend import (
     Backend,
     EmptyAnswer,
     Transcript,
     Usage,
+    VLMRefused,
     check_base_url,
+    read_key,
 )
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
@@ -55,7 +58,7 @@ class OpenAIBackend(Backend):
         super().__init__("openai", model, transcript, max_reasks=max_reasks, cache=cache)
         resolved_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         check_base_url(resolved_url)
-        key = os.environ.get(api_key_env, "").strip()
+        key = read_key(api_key_env)
         if not key:
             if not is_local_url(resolved_url):
                 raise ValueError(
@@ -94,12 +97,15 @@ class OpenAIBackend(Backend):
             },
             **kwargs,
         )
+        if not isinstance(response, ChatCompletion):  # openai returns the text of a non-JSON body
+            raise VLMRefused(
+                f"the server at {self.base_url} answered {_described(response)}, not a chat "
+                "completion: check --vlm-base-url (an OpenAI-compatible server's usually ends in "
+                "/v1, e.g. http://localhost:11434/v1 for Ollama)"
+            )
         usage = Usage()
         if response.usage is not None:
-            usage = Usage(
-                prompt_tokens=int(response.usage.prompt_tokens or 0),
-                completion_tokens=int(response.usage.completion_tokens or 0),
-            )
+            usage = Usage.reported(response.usage.prompt_tokens, response.usage.completion_tokens)
         if not response.choices:
             raise EmptyAnswer("the response has no choices", usage)
         choice = response.choices[0]
@@ -109,6 +115,15 @@ class OpenAIBackend(Backend):
             why = f"refused: {refusal}" if refusal else f"finish reason {choice.finish_reason}"
             raise EmptyAnswer(f"the answer has no text ({why})", usage)
         return text, usage
+
+
+def _described(response: object) -> str:
+    """A few words on what came back instead of a chat completion (no more of it: it is the
+    server's, and may be a whole web page)."""
+    if isinstance(response, str):
+        words = " ".join(response.split()[:6])
+        return f"{len(response)} characters of text beginning {words[:60]!r}"
+    return f"a {type(response).__name__}"
 
 
 def _message_text(content: object) -> str:
