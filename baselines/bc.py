@@ -50,11 +50,18 @@ class Args(common.OfflineArgs):
     """print a progress line (losses, updates/s, time left) every this many updates (0: none)"""
 
 
+def check_args(args: Args) -> None:
+    """Reject an invalid setting with a ValueError naming it: the shared ones of OfflineArgs and
+    a learning rate torch would refuse."""
+    common.check_offline_args(args)
+    common.check_rate("learning_rate", args.learning_rate)
+
+
 def train(args: Args) -> dict:
     """Train behaviour cloning on a dataset, evaluate it and write the run's files. A setting that
     cannot work, or a run_dir holding an earlier run, is a ValueError before any training; Ctrl-C
     closes the logs and says what the run folder keeps (`OfflineRun.interrupted`), then raises."""
-    common.check_offline_args(args)
+    check_args(args)
     run = common.start_offline_run(ALGO, args, success_only=args.success_only)
     data, device, writer = run.data, run.device, run.writer
     actor, normalizer = run.actor, run.normalizer
@@ -131,4 +138,4 @@ def train(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    common.run_cli(train, Args, "python -m gameon.baselines.bc", common.check_offline_args)
+    common.run_cli(train, Args, "python -m gameon.baselines.bc", check_args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import math
 import sys
 import time
 from collections import Counter, deque
@@ -202,6 +203,24 @@ class OfflineArgs:
     """output folder (default: runs/{algo}__{dataset}__{seed}__{timestamp})"""
 
 
+MAX_SEED = 2**32 - 1
+"""numpy's global generator, which seed_everything seeds, takes seeds 0 to 2**32 - 1."""
+
+
+def check_seed(name: str, seed: int | None) -> None:
+    """ValueError unless `seed` is None or in 0 .. MAX_SEED (numpy would refuse it only once the
+    run folder is made, with a traceback)."""
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{name} must be in 0 .. 2**32 - 1 = {MAX_SEED}, got {seed}")
+
+
+def check_rate(name: str, value: float) -> None:
+    """ValueError unless `value` is a finite number > 0 (a learning rate torch would refuse only
+    once the run folder is made; NaN fails too)."""
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be > 0, got {value}")
+
+
 def seed_everything(seed: int, torch_deterministic: bool = True) -> None:
     """Seed numpy, torch and Python's random as CleanRL does and, with torch_deterministic, ask
     torch for deterministic kernels (warning, not failing, where an op has none), so a run on the
@@ -278,9 +297,25 @@ class ProgressClock:
         return f"{seconds:.0f} s left"
 
 
+def new_run_folder(name: str) -> Path:
+    """Make and return runs/NAME, or runs/NAME_2, NAME_3, ... if it is taken: a run given no
+    run_dir gets a folder of its own, even beside another started in the same second (a sweep
+    started in the background), whose checkpoint it would otherwise overwrite."""
+    Path("runs").mkdir(exist_ok=True)
+    number = 1
+    while True:
+        folder = Path("runs") / (name if number == 1 else f"{name}_{number}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            number += 1
+
+
 def default_run_dir(algo: str, name: str, seed: int) -> Path:
-    """runs/{algo}__{name with / as _}__{seed}__{unix time}, as CleanRL names its runs."""
-    return Path("runs") / f"{algo}__{name.replace('/', '_')}__{seed}__{int(time.time())}"
+    """A new folder runs/{algo}__{name with / as _}__{seed}__{unix time}, as CleanRL names its
+    runs (new_run_folder)."""
+    return new_run_folder(f"{algo}__{name.replace('/', '_')}__{seed}__{int(time.time())}")
 
 
 def log_evaluation(writer: SummaryWriter, report: EvalReport, step: int) -> None:
@@ -418,8 +453,7 @@ def check_online_args(args: Any) -> None:
     seed (numpy would refuse it only once the run folder is made), W&B tracking without wandb."""
     check_env_id(args.env_id)
     for name in ("seed", "curriculum_seed"):
-        if getattr(args, name) is not None and getattr(args, name) < 0:
-            raise ValueError(f"{name} must be >= 0, got {getattr(args, name)}")
+        check_seed(name, getattr(args, name))
     if args.track and not installed("wandb"):
         raise ValueError("track needs Weights & Biases: pip install wandb")
     if args.reward_mode not in REWARD_MODES:
@@ -640,13 +674,31 @@ def start_online_run(algo: str, args: Any, env_steps: int | None = None) -> Onli
     )
 
 
+MAX_ENSEMBLE_EXPONENT = 700.0
+"""exp(700) is near float64's largest number: the ensembling weights exp(-ensemble_decay * i) over
+a chunk must stay finite and above 0, or the actions become NaN."""
+
+
 def check_offline_args(args: Any) -> None:
     """Reject what BC's and IQL's Args (OfflineArgs and their num_updates) share that cannot
-    work: a count below 1, an unknown env id, a dataset that is not there."""
+    work: a count below 1, a seed numpy refuses, hidden widths below 1, an ensembling decay whose
+    weights overflow, an unknown env id, a dataset that is not there."""
     counts = ("num_updates", "batch_size", "log_every", "eval_episodes_per_skill", "chunk_length")
     for name in counts:
         if getattr(args, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(args, name)}")
+    check_seed("seed", args.seed)
+    if args.eval_every < 0:
+        raise ValueError(f"eval_every must be >= 0 (0: only at the end), got {args.eval_every}")
+    if not args.hidden or any(width < 1 for width in args.hidden):
+        raise ValueError(f"hidden must be one or more widths >= 1, got {args.hidden}")
+    span = abs(args.ensemble_decay) * (args.chunk_length - 1)
+    if not span <= MAX_ENSEMBLE_EXPONENT:  # NaN too
+        raise ValueError(
+            f"ensemble_decay {args.ensemble_decay} over chunks of {args.chunk_length} gives "
+            "ensembling weights exp(-ensemble_decay * i) that overflow: keep |ensemble_decay| * "
+            f"(chunk_length - 1) <= {MAX_ENSEMBLE_EXPONENT:g} (the default is -0.1)"
+        )
     if args.env_id is not None:
         check_env_id(args.env_id)
     check_dataset_exists(args.dataset_id, args.datasets_path)
@@ -859,10 +911,14 @@ def start_offline_run(algo: str, args: Any, success_only: bool = False) -> Offli
     except ValueError as error:
         raise RunRefused(str(error)) from error
 
-    timestamp = time.strftime("%Y%m%d-%H%M%S")
-    run_name = f"{algo}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
-    run_dir = Path(args.run_dir or Path("runs") / run_name)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if args.run_dir is None:
+        timestamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = new_run_folder(
+            f"{algo}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
+        )
+    else:
+        run_dir = Path(args.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
     writer = open_writer(run_dir, args)
     return OfflineRun(
         algo, args, data, env_id, device, run_dir, writer, actor.to(device), normalizer

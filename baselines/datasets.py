@@ -790,8 +790,9 @@ def load(dataset_id: str, datasets_path: str | Path | None = None) -> OfflineDat
             ) from None
 
 
-UNREADABLE = (OSError, ValueError, KeyError, TypeError, AssertionError)
-"""What Minari, h5py and json raise on a damaged dataset folder (Minari checks with assert)."""
+UNREADABLE = (OSError, ValueError, KeyError, TypeError, AssertionError, AttributeError)
+"""What Minari, h5py and json raise on a damaged dataset folder (Minari checks with assert; a
+metadata.json that is JSON but not an object fails as an AttributeError)."""
 
 
 class WrongDataset(ValueError):
@@ -822,6 +823,7 @@ def _read(dataset_id: str) -> OfflineData:
     for episode in dataset.iterate_episodes():  # infos beyond what is read here are ignored
         states, goals = episode.observations["state"], episode.observations["goal"]
         length = len(episode.rewards)
+        check_episode_lengths(episode, length)
         skill = np.argmax(goals[:length, : len(language.SKILLS)], 1)
         columns["observations"].append(flat_observation({"state": states, "goal": goals})[:-1])
         # A skill sequence records its next skill's goal in a segment's last observation: the
@@ -845,6 +847,20 @@ def _read(dataset_id: str) -> OfflineData:
         raise WrongDataset(f"dataset {dataset_id} has no episodes")
     arrays = {key: np.concatenate(values) for key, values in columns.items()}
     return OfflineData(dataset_id=dataset_id, env_id=env_id, **arrays)
+
+
+def check_episode_lengths(episode: Any, length: int) -> None:
+    """ValueError unless an episode of `length` >= 1 steps holds length + 1 observations and
+    length actions, terminations and truncations: arrays of a damaged file that disagree would
+    pair observations with another step's actions without a word."""
+    observations = {len(part) for part in episode.observations.values()}
+    steps = {len(episode.actions), len(episode.terminations), len(episode.truncations)}
+    if length < 1 or observations != {length + 1} or steps != {length}:
+        raise ValueError(
+            f"episode {episode.id} has {' / '.join(map(str, sorted(observations)))} "
+            f"observations, {len(episode.actions)} actions and {length} rewards: an episode of "
+            "n >= 1 steps has n + 1 observations and n of the rest"
+        )
 
 
 def chunk_indices(segments: np.ndarray, chunk_length: int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ at each evaluation of `--eval-every`.
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass
 
@@ -74,11 +75,26 @@ class Args(common.OfflineArgs):
 
 
 def check_args(args: Args) -> None:
-    """Reject an invalid setting with a ValueError naming it: the shared ones of OfflineArgs, an
-    expectile outside (0, 1)."""
+    """Reject an invalid setting with a ValueError naming it: the shared ones of OfflineArgs, a
+    learning rate torch would refuse, a discount, polyak or expectile out of its range, an
+    advantage weighting or reward transform that is not a finite number (NaN fails every check:
+    it would surface only as NaN actions at the first evaluation, after the whole budget)."""
     common.check_offline_args(args)
+    for name in ("actor_lr", "critic_lr", "value_lr"):
+        common.check_rate(name, getattr(args, name))
+    if not 0.0 <= args.discount <= 1.0:
+        raise ValueError(f"discount must be in [0, 1], got {args.discount}")
+    if not 0.0 < args.polyak <= 1.0:
+        raise ValueError(f"polyak must be in (0, 1], got {args.polyak}")
     if not 0.0 < args.expectile < 1.0:
         raise ValueError(f"expectile must be in (0, 1), got {args.expectile}")
+    if not (args.beta >= 0 and math.isfinite(args.beta)):
+        raise ValueError(f"beta must be >= 0 (0: plain BC), got {args.beta}")
+    if not (args.max_weight > 0 and math.isfinite(args.max_weight)):
+        raise ValueError(f"max_weight must be > 0, got {args.max_weight}")
+    for name in ("reward_scale", "reward_bias"):
+        if not math.isfinite(getattr(args, name)):
+            raise ValueError(f"{name} must be a finite number, got {getattr(args, name)}")
 
 
 def mlp(in_size: int, out_size: int, hidden: tuple[int, ...]) -> nn.Sequential:

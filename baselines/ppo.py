@@ -53,6 +53,7 @@ from gameon.baselines.common import (
     ProgressClock,
     SkillTally,
     check_online_args,
+    check_rate,
     make_training_curriculum,
     recent_episodes,
     run_cli,
@@ -126,10 +127,12 @@ def check_args(args: Args) -> None:
         raise ValueError(f"coded_max_steps must be >= 1, got {args.coded_max_steps}")
     if args.coded_skills is not None and args.capture_video:
         raise ValueError("capture_video does not film coded actions; drop one of the two")
-    if args.num_minibatches > args.num_envs * args.num_steps:
+    batch_size = args.num_envs * args.num_steps
+    if args.num_minibatches > batch_size // 2:
         raise ValueError(
-            f"num_minibatches ({args.num_minibatches}) must be <= num_envs * num_steps "
-            f"({args.num_envs * args.num_steps})"
+            f"num_minibatches ({args.num_minibatches}) must leave minibatches of 2 or more "
+            f"transitions, whose advantages PPO normalises: num_envs * num_steps is {batch_size}, "
+            f"so at most {batch_size // 2} minibatches"
         )
     if any(width < 1 for width in args.hidden):
         raise ValueError(f"hidden widths must be >= 1, got {args.hidden}")
@@ -140,8 +143,7 @@ def check_algorithm_args(args: Args) -> None:
     """Reject a rate, coefficient or norm that torch would refuse only once the run folder is
     made (a learning rate <= 0) or that would train on nonsense without a word (a discount above
     1, a negative clip); NaN fails every check."""
-    if not (args.learning_rate > 0 and math.isfinite(args.learning_rate)):
-        raise ValueError(f"learning_rate must be > 0, got {args.learning_rate}")
+    check_rate("learning_rate", args.learning_rate)
     for name in ("gamma", "gae_lambda"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {getattr(args, name)}")

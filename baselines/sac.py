@@ -61,6 +61,7 @@ from gameon.baselines.common import (
     ProgressClock,
     SkillTally,
     check_online_args,
+    check_rate,
     make_training_curriculum,
     recent_episodes,
     run_cli,
@@ -163,6 +164,14 @@ def check_args(args: Args) -> None:
             f"batch_size ({args.batch_size}) must be <= buffer_size ({args.buffer_size}) and "
             f"total_timesteps ({args.total_timesteps}): no batch could be drawn"
         )
+    updates = planned_updates(args)
+    if updates < args.policy_frequency:
+        raise ValueError(
+            f"total_timesteps ({args.total_timesteps}) leaves {updates} critic update(s) after "
+            f"learning_starts ({args.learning_starts}) with {args.num_envs} envs and batch_size "
+            f"{args.batch_size}, fewer than policy_frequency ({args.policy_frequency}): the actor "
+            "would never be trained; raise total_timesteps"
+        )
     if args.coded_max_steps < 1:
         raise ValueError(f"coded_max_steps must be >= 1, got {args.coded_max_steps}")
     if args.coded_skills is not None and (args.capture_video or args.demo_episodes):
@@ -174,13 +183,22 @@ def check_args(args: Args) -> None:
     check_algorithm_args(args)
 
 
+def planned_updates(args: Args) -> int:
+    """The critic updates a run of one-step actions makes: `updates_per_step` at each vector step
+    that ends past `learning_starts` env steps with a batch in the buffer (a vector step is
+    `num_envs` env steps)."""
+    n = args.num_envs
+    vector_steps = math.ceil(args.total_timesteps / n)
+    first = max(args.learning_starts // n + 1, math.ceil(args.batch_size / n))
+    return max(0, vector_steps - first + 1) * args.updates_per_step
+
+
 def check_algorithm_args(args: Args) -> None:
     """Reject a learning rate, discount or temperature that torch or math would refuse only once
     the run folder is made (a rate <= 0, log of an alpha <= 0) or that would train on nonsense
     without a word (a discount above 1, a NaN target entropy); NaN fails every check."""
     for name in ("policy_lr", "q_lr"):
-        if not (getattr(args, name) > 0 and math.isfinite(getattr(args, name))):
-            raise ValueError(f"{name} must be > 0, got {getattr(args, name)}")
+        check_rate(name, getattr(args, name))
     if not 0.0 <= args.gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {args.gamma}")
     if not (args.alpha > 0 and math.isfinite(args.alpha)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import pickle
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -342,6 +343,12 @@ def load_checkpoint(path: str | Path) -> tuple[Actor | ChunkedActor, Normalizer 
         raise ValueError(f"{path} is a folder, not a checkpoint file{hint}")
     if not path.is_file():
         raise ValueError(f"no checkpoint at {path}")
+    damaged = _damaged_part(path)
+    if damaged is not None:
+        raise ValueError(
+            f"{path} is damaged: its part {damaged} fails its checksum (torch would load the "
+            "changed weights without a word); restore it from a copy or train it again"
+        )
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, ValueError) as error:
@@ -356,6 +363,17 @@ def load_checkpoint(path: str | Path) -> tuple[Actor | ChunkedActor, Normalizer 
         return _actor_of(payload, path)
     except KeyError as error:
         raise ValueError(f"{path} is a {found} checkpoint without its {error} entry") from None
+
+
+def _damaged_part(path: Path) -> str | None:
+    """The first part of a checkpoint's zip archive (torch.save's format) whose bytes fail their
+    CRC, which torch.load does not check; None if all pass or the file is no zip (torch.load then
+    says what it is)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return None
 
 
 def _actor_of(payload: dict, path: Path) -> tuple[Actor | ChunkedActor, Normalizer | None, dict]:

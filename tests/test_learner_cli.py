@@ -66,7 +66,9 @@ def run(module: str, *arguments: str, cwd: Path | None = None) -> subprocess.Com
         # refused by torch or numpy only once the run folder was made, with a traceback
         ("ppo", ["--learning-rate", "-1"], "learning_rate must be > 0, got -1.0"),
         ("sac", ["--alpha", "0"], "alpha must be > 0, got 0.0"),
-        ("sac", ["--seed", "-1"], "seed must be >= 0, got -1"),
+        ("sac", ["--seed", "-1"], "seed must be in 0 .. 2**32 - 1 = 4294967295, got -1"),
+        ("bc", ["--dataset-id", FAILED, "--learning-rate", "nan"], "learning_rate must be > 0"),
+        ("iql", ["--dataset-id", FAILED, "--beta", "nan"], "beta must be >= 0 (0: plain BC)"),
         ("bc", ["--dataset-id", "missing/x-v0"], "no dataset missing/x-v0: it is not under"),
         ("iql", ["--dataset-id", FAILED, "--expectile", "1.5"], "expectile must be in (0, 1)"),
     ],
@@ -418,3 +420,17 @@ def test_ctrl_c_of_an_offline_learner_says_what_it_kept_and_its_folder_is_not_re
     error = capsys.readouterr().err
     assert f"run_dir {run_dir} holds a run already (checkpoint.pt, eval.json)" in error
     assert {path.name: path.read_bytes() for path in run_dir.iterdir()} == kept
+
+
+def test_runs_given_no_run_dir_in_the_same_second_get_folders_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs of a sweep started together shared runs/ppo__...__{second}: one checkpoint and
+    summary were lost and TensorBoard showed both curves as one run."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(common.time, "time", lambda: 1796316763.5)
+    first = common.default_run_dir("ppo", "GameOn/Reach-v0", 1)
+    second = common.default_run_dir("ppo", "GameOn/Reach-v0", 1)
+    assert first == Path("runs/ppo__GameOn_Reach-v0__1__1796316763")
+    assert second == Path("runs/ppo__GameOn_Reach-v0__1__1796316763_2")
+    assert first.is_dir() and second.is_dir()

@@ -24,7 +24,13 @@ from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E4
 
 from gameon.baselines import bc, common, datasets, iql  # noqa: E402
 from gameon.envs import language  # noqa: E402
-from gameon.policy import flat_size, load_checkpoint, load_policy  # noqa: E402
+from gameon.policy import (  # noqa: E402
+    Actor,
+    flat_size,
+    load_checkpoint,
+    load_policy,
+    save_checkpoint,
+)
 
 REACH = "gameon/reach-tiny-v0"
 LIFT = "gameon/lift-mixed-v0"
@@ -234,9 +240,31 @@ def damage_metadata(folder: Path) -> None:
     (folder / "data" / "metadata.json").write_text("{")
 
 
+def damage_metadata_to_a_list(folder: Path) -> None:
+    (folder / "data" / "metadata.json").write_text("[]")
+
+
+def damage_episode_lengths(folder: Path) -> None:
+    """Cut episode 1's actions and rewards short of its observations, as a damaged file might."""
+    import h5py
+
+    with h5py.File(folder / "data" / "main_data.hdf5", "r+") as data:
+        episode = data["episode_1"]
+        for name in ("actions", "rewards"):
+            values = episode[name][...]
+            del episode[name]
+            episode[name] = values[:-3]
+
+
 @pytest.mark.parametrize(
     ("damage", "cause"),
-    [(damage_truncated_data, "OSError: "), (damage_metadata, "JSONDecodeError: ")],
+    [
+        (damage_truncated_data, "OSError: "),
+        (damage_metadata, "JSONDecodeError: "),
+        (damage_metadata_to_a_list, "AttributeError: "),  # was a traceback from inside Minari
+        # were read as they were: observations paired with other steps' actions
+        (damage_episode_lengths, "ValueError: episode 1 has "),
+    ],
 )
 def test_a_damaged_dataset_is_a_value_error_naming_it(
     root: Path, tmp_path: Path, damage, cause: str
@@ -478,6 +506,50 @@ def test_ctrl_c_keeps_the_last_evaluation_s_checkpoint_and_eval_and_says_so(
     assert set(stopped) == set(finished)
     assert set(stopped["extra"]) == {*finished["extra"], "update"}
     assert finished["extra"]["num_updates"] == 8 and "update" not in finished["extra"]
+
+
+@pytest.mark.parametrize(
+    ("learner", "overrides", "message"),
+    [
+        # refused by torch or numpy only once the run folder was made, with a traceback
+        (bc, {"learning_rate": -1.0}, "learning_rate must be > 0, got -1.0"),
+        (bc, {"seed": 2**32}, r"seed must be in 0 \.\. 2\*\*32 - 1"),
+        (iql, {"actor_lr": float("nan")}, "actor_lr must be > 0, got nan"),
+        # NaN actions at the first evaluation, after the whole budget
+        (iql, {"beta": float("nan")}, "beta must be >= 0"),
+        (bc, {"ensemble_decay": float("nan")}, "ensemble_decay nan over chunks of 8"),
+        (bc, {"ensemble_decay": -200.0}, r"keep \|ensemble_decay\| \* \(chunk_length - 1\)"),
+        # trained on nonsense without a word
+        (iql, {"critic_lr": 0.0}, "critic_lr must be > 0, got 0.0"),
+        (iql, {"discount": 5.0}, r"discount must be in \[0, 1\], got 5.0"),
+        (iql, {"polyak": 3.0}, r"polyak must be in \(0, 1\], got 3.0"),
+        (iql, {"reward_scale": float("inf")}, "reward_scale must be a finite number"),
+        (bc, {"hidden": (0, 0)}, r"hidden must be one or more widths >= 1, got \(0, 0\)"),
+        (bc, {"eval_every": -5}, "eval_every must be >= 0"),
+    ],
+)
+def test_offline_settings_that_cannot_work_are_refused_before_the_run_folder(
+    root: Path, tmp_path: Path, learner, overrides: dict, message: str
+) -> None:
+    args = learner.Args(
+        dataset_id=REACH, datasets_path=str(root), run_dir=str(tmp_path / "run"), **overrides
+    )
+    with pytest.raises(ValueError, match=message):
+        learner.train(args)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_checkpoint_whose_bytes_changed_is_refused_not_loaded(tmp_path: Path) -> None:
+    """torch.load does not check the zip's CRCs: flipped bytes loaded as changed weights."""
+    actor = Actor(20, 5, (64, 64), squash=True)
+    path = save_checkpoint(tmp_path / "checkpoint.pt", "bc", "GameOn/Reach-v0", actor, None, {})
+    load_checkpoint(path)
+    damaged = bytearray(path.read_bytes())
+    for offset in range(2_000, len(damaged) - 2_000, 501):
+        damaged[offset] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(ValueError, match=r"is damaged: its part .* fails its checksum"):
+        load_checkpoint(path)
 
 
 def test_expectile_loss_weights_errors_asymmetrically() -> None:

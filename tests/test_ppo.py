@@ -167,8 +167,11 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"clip_coef": -0.2}, "clip_coef must be > 0"),
         ({"target_kl": -1.0}, "target_kl must be > 0"),
         ({"init_log_std": float("nan")}, "init_log_std must be a finite number"),
-        ({"seed": -1}, "seed must be >= 0, got -1"),
-        ({"curriculum_seed": -2}, "curriculum_seed must be >= 0, got -2"),
+        ({"seed": -1}, r"seed must be in 0 \.\. 2\*\*32 - 1 = 4294967295, got -1"),
+        ({"seed": 2**32}, r"seed must be in 0 \.\. 2\*\*32 - 1 = 4294967295, got 4294967296"),
+        ({"curriculum_seed": -2}, "curriculum_seed must be in 0 .* got -2"),
+        # minibatches of one transition: its advantage's std is NaN, and so was the policy
+        ({"num_steps": 8, "num_minibatches": 16}, "must leave minibatches of 2 or more"),
     ],
 )
 def test_invalid_args_raise_naming_what_is_accepted(

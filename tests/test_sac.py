@@ -217,6 +217,12 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"alpha": 0.0}, "alpha must be > 0"),
         ({"gamma": 1.01}, r"gamma must be in \[0, 1\]"),
         ({"target_entropy": float("nan")}, "target_entropy must be a finite number"),
+        # one critic update after learning_starts: the actor (policy_frequency 2) saved untrained
+        (
+            {"total_timesteps": 258, "learning_starts": 256, "batch_size": 8},
+            r"leaves 1 critic update\(s\) .* fewer than policy_frequency \(2\)",
+        ),
+        ({"seed": 2**32}, "seed must be in 0 .. 2"),
     ],
 )
 def test_invalid_args_raise_naming_what_is_accepted(
