@@ -108,7 +108,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
-from gameon.atomic import atomic_write
+from gameon.atomic import atomic_write, file_lock
 from gameon.envs import ENV_SKILLS
 from gameon.envs.language import parse
 from gameon.evaluation import SUITE_SEED
@@ -178,8 +178,11 @@ LEARNERS = ("bc", "iql")
 COLLECTORS = ("learned", "mixed", "demo", "expert")
 BAD_FILES_DIR = "bad_files"
 """Where a run whose committed files are bad keeps them (see the module docstring)."""
-KEPT_ON_REDO = ("run.json", "run.log", "error.txt", BAD_FILES_DIR)
-"""What stays in a run folder that is re-done: the runner's files and earlier bad files."""
+RUN_LOCK_FILE = ".run.lock"
+"""Held by the process running in a folder (`claim_run_folder`)."""
+KEPT_ON_REDO = ("run.json", "run.log", "error.txt", BAD_FILES_DIR, RUN_LOCK_FILE)
+"""What stays in a run folder that is re-done: the runner's files, earlier bad files and the
+lock of the run re-doing it."""
 STARTED_FILE = "started.json"
 """Written when a run starts in a folder: a folder without it or a committed state is not a run,
 so nothing in it is removed (an uncommitted iteration's files are, in a run's own folder)."""
@@ -1301,13 +1304,38 @@ def progress_bar(enabled: bool) -> Iterator[Any]:
 
 def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> RunRecord:
     """Run (or resume, or extend by more `iterations`) the collect loop in `run_dir`; return the
-    run record. Nothing in the folder is removed before its committed state has loaded."""
-    from gameon.experimenter.embodiment import Embodiment  # needs minari
-    from gameon.experimenter.vlm.collect import PlannedEmbodiment
-
+    run record. Nothing in the folder is removed before its committed state has loaded, and a
+    folder another run is working in is refused (ValueError) before anything is read."""
     config.validate()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "state.json").is_file():
+        check_run_folder(run_dir)  # before the lock file is made in a folder that is not a run's
+    with claim_run_folder(run_dir):
+        return _run_in_folder(config, run_dir, progress)
+
+
+def claim_run_folder(run_dir: Path) -> contextlib.ExitStack:
+    """Hold the run folder's lock (RUN_LOCK_FILE) for as long as the returned stack is open;
+    ValueError at once if another process holds it: a second run resuming beside the first
+    removed the first's uncommitted dataset, its record with it, and left a state naming a
+    dataset that was gone. The lock dies with its process, so a killed run leaves none."""
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(file_lock(run_dir / RUN_LOCK_FILE, timeout=0))
+    except TimeoutError:
+        raise ValueError(
+            f"{run_dir} is in use by another run (a `gameon experiment` or a benchmark worker "
+            "in another process); wait for it to end, or give another --run-dir"
+        ) from None
+    return stack
+
+
+def _run_in_folder(config: LoopConfig, run_dir: Path, progress: bool) -> RunRecord:
+    """`run_experiment`'s work, with the folder claimed."""
+    from gameon.experimenter.embodiment import Embodiment  # needs minari
+    from gameon.experimenter.vlm.collect import PlannedEmbodiment
+
     state, bad = load_checked_state(run_dir, config)
     if bad:
         redo_after_bad_files(run_dir, bad)

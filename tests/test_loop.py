@@ -18,6 +18,7 @@ pytest.importorskip("torch")
 pytest.importorskip("minari")
 pytest.importorskip("matplotlib")
 
+from gameon.atomic import file_lock  # noqa: E402
 from gameon.baselines.datasets import episode_records  # noqa: E402
 from gameon.experimenter import loop  # noqa: E402
 from gameon.experimenter.loop import (  # noqa: E402
@@ -367,6 +368,23 @@ def test_a_resume_whose_state_does_not_load_removes_nothing(
         run_experiment(replace(TINY, iterations=3), run_dir, progress=False)
     assert files_in(run_dir) == before
     assert "record.json" in before
+
+
+def test_a_folder_another_run_is_working_in_is_refused_and_left_as_it_was(
+    tiny_run: tuple[Path, RunRecord], tmp_path: Path
+) -> None:
+    """A second `gameon experiment` on the same folder (a second terminal) resumed beside the
+    first: it removed the first's uncommitted dataset, its record went with it, and every later
+    resume crashed on a state naming a dataset that was gone."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run[0], run_dir)
+    before = files_in(run_dir)
+    with (
+        file_lock(run_dir / loop.RUN_LOCK_FILE),  # as the first run holds it
+        pytest.raises(ValueError, match="is in use by another run"),
+    ):
+        run_experiment(replace(TINY, iterations=3), run_dir, progress=False)
+    assert files_in(run_dir) == before
 
 
 def test_a_finished_hand_run_goes_on_with_more_iterations_and_keeps_its_stage_windows(
