@@ -1315,16 +1315,20 @@ def run_experiment(config: LoopConfig, run_dir: Path, progress: bool = True) -> 
         return _run_in_folder(config, run_dir, progress)
 
 
+class RunFolderInUse(ValueError):
+    """The run folder is held by another process's run (`claim_run_folder`)."""
+
+
 def claim_run_folder(run_dir: Path) -> contextlib.ExitStack:
     """Hold the run folder's lock (RUN_LOCK_FILE) for as long as the returned stack is open;
-    ValueError at once if another process holds it: a second run resuming beside the first
+    RunFolderInUse at once if another process holds it: a second run resuming beside the first
     removed the first's uncommitted dataset, its record with it, and left a state naming a
     dataset that was gone. The lock dies with its process, so a killed run leaves none."""
     stack = contextlib.ExitStack()
     try:
         stack.enter_context(file_lock(run_dir / RUN_LOCK_FILE, timeout=0))
     except TimeoutError:
-        raise ValueError(
+        raise RunFolderInUse(
             f"{run_dir} is in use by another run (a `gameon experiment` or a benchmark worker "
             "in another process); wait for it to end, or give another --run-dir"
         ) from None

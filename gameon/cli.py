@@ -294,7 +294,12 @@ def plan_line(config: LoopConfig, run_dir: Path) -> str:
 def experiment(args: Any) -> RunRecord:
     """Run (or resume) a collect experiment (`args`: `experiment_options()`); print where its
     record and curves are."""
-    from gameon.experimenter.loop import LoopConfig, check_resumable, run_experiment
+    from gameon.experimenter.loop import (
+        LoopConfig,
+        RunFolderInUse,
+        check_resumable,
+        run_experiment,
+    )
     from gameon.records import RANKED_MODE
 
     config = LoopConfig(**{f.name: getattr(args, f.name) for f in fields(LoopConfig)})
@@ -324,6 +329,8 @@ def experiment(args: Any) -> RunRecord:
 
     try:
         record = run_experiment(config, run_dir, progress=args.progress)
+    except RunFolderInUse as error:
+        raise UsageError(str(error)) from None
     except VLMRefused as error:
         raise UsageError(
             f"{error}. {run_dir} keeps the iterations done so far: with that fixed, run the same "

@@ -187,6 +187,24 @@ def test_experiment_coding_skills_without_a_sandbox_stops_before_the_run(
     assert not run_dir.exists()
 
 
+def test_experiment_on_a_folder_another_run_is_working_in_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from gameon.atomic import file_lock
+    from gameon.experimenter.loop import RUN_LOCK_FILE
+
+    run_dir = tmp_path / "run"
+    args = ["--curriculum", "fixed", "--run-dir", str(run_dir)]
+    with file_lock(run_dir / RUN_LOCK_FILE), pytest.raises(SystemExit) as exit_info:
+        main(["experiment", *args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"gameon: error: {run_dir} is in use by another run (a `gameon experiment` or "
+        "a benchmark worker in another process); wait for it to end, or give another --run-dir\n"
+    )
+
+
 def test_experiment_runs_and_prints_where_its_files_are(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

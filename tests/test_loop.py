@@ -381,7 +381,7 @@ def test_a_folder_another_run_is_working_in_is_refused_and_left_as_it_was(
     before = files_in(run_dir)
     with (
         file_lock(run_dir / loop.RUN_LOCK_FILE),  # as the first run holds it
-        pytest.raises(ValueError, match="is in use by another run"),
+        pytest.raises(loop.RunFolderInUse, match="is in use by another run"),
     ):
         run_experiment(replace(TINY, iterations=3), run_dir, progress=False)
     assert files_in(run_dir) == before
