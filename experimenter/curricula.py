@@ -25,7 +25,7 @@ from gameon.experimenter.curriculum import (
     PositiveControl,
     task_set,
 )
-from gameon.experimenter.vlm_curriculum import VLMCurriculum
+from gameon.experimenter.vlm_curriculum import BackendSettingError, VLMCurriculum
 
 _REGISTRY: dict[str, type[Curriculum]] = {
     curriculum.name: curriculum
@@ -139,6 +139,8 @@ def curriculum_for_env(
         return make_curriculum(
             name, tasks, seed, budget=budget, target_skills=target_skills, **options
         )
+    except BackendSettingError:
+        raise
     except ValueError as error:
         goal = _training_goal(env_id, target_skills)
         raise ValueError(f"curriculum {name!r} cannot train {goal}: {error}") from None

@@ -552,6 +552,11 @@ class VLMCurriculum(Curriculum):
             self.camera.close()
 
 
+class BackendSettingError(ValueError):
+    """A VLM backend setting that cannot work (its key, URL, model or transport), said as it is:
+    it is no reason the curriculum cannot train on an env."""
+
+
 def make_vlm_curriculum(
     tasks: Sequence[str] | None,
     seed: int | None = 0,
@@ -578,9 +583,12 @@ def make_vlm_curriculum(
     if isinstance(backend, str):
         if transcript is not None and not isinstance(transcript, Transcript):
             transcript = Transcript(transcript)
-        backend = make_backend(
-            backend, model, base_url, transcript, replay_path, timeout=timeout, retries=retries
-        )
+        try:
+            backend = make_backend(
+                backend, model, base_url, transcript, replay_path, timeout=timeout, retries=retries
+            )
+        except ValueError as error:
+            raise BackendSettingError(str(error)) from None
     elif any(
         value is not None for value in (model, base_url, transcript, replay_path, timeout, retries)
     ):
