@@ -457,7 +457,7 @@ class Backend(ABC):
             raw = self._cached_raw(req_hash)
             cached = raw is not None
             usage = Usage()
-            empty = ""
+            unusable = ""  # why an answer served and billed cannot be read
             start = time.perf_counter()
             if raw is None:
                 reason = None if self.cost_cap is None else self.cost_cap()
@@ -468,7 +468,7 @@ class Backend(ABC):
                         current_prompt, pngs, schema, req_hash, module
                     )
                 except EmptyAnswer as answered:  # served and billed, but nothing to parse
-                    raw, usage, empty = "", answered.usage, answered.reason
+                    raw, usage, unusable = "", answered.usage, answered.reason
                 except Exception as exc:  # transport failure after the client's own retries
                     message = self._redact(f"{type(exc).__name__}: {exc}")
                     self._record(
@@ -488,8 +488,8 @@ class Backend(ABC):
                         raise VLMRefused(f"{failure} ({hint})") from None
                     raise VLMUnreachable(failure) from None
                 raw = self._redact(raw)  # an answer that echoes a key neither parses nor logs it
-                if len(raw) > MAX_ANSWER_CHARS and not empty:
-                    empty = (
+                if len(raw) > MAX_ANSWER_CHARS and not unusable:
+                    unusable = (
                         f"the answer has {len(raw):,} characters, more than the "
                         f"{MAX_ANSWER_CHARS:,} any answer needs (the transcript keeps its first "
                         f"{KEPT_CHARS:,})"
@@ -499,8 +499,8 @@ class Backend(ABC):
                 self.total_usage = self.total_usage + usage
             latency = time.perf_counter() - start
             try:
-                if empty:
-                    raise ValueError(empty)
+                if unusable:
+                    raise ValueError(unusable)
                 answer = schema_model.model_validate_json(answer_json(raw))
                 if validate is not None:
                     validate(answer)
