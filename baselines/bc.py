@@ -23,6 +23,7 @@ final one's) too, so that a run stopped by Ctrl-C keeps the last one; a run does
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -52,9 +53,13 @@ class Args(common.OfflineArgs):
 
 def check_args(args: Args) -> None:
     """Reject an invalid setting with a ValueError naming it: the shared ones of OfflineArgs and
-    a learning rate torch would refuse."""
+    a learning rate torch would refuse (0 is taken: it evaluates a warm start unchanged)."""
     common.check_offline_args(args)
-    common.check_rate("learning_rate", args.learning_rate)
+    if not (args.learning_rate >= 0 and math.isfinite(args.learning_rate)):
+        raise ValueError(
+            f"learning_rate must be >= 0 (0: the --init-checkpoint's actor unchanged), got "
+            f"{args.learning_rate}"
+        )
 
 
 def train(args: Args) -> dict:

@@ -67,7 +67,7 @@ def run(module: str, *arguments: str, cwd: Path | None = None) -> subprocess.Com
         ("ppo", ["--learning-rate", "-1"], "learning_rate must be > 0, got -1.0"),
         ("sac", ["--alpha", "0"], "alpha must be > 0, got 0.0"),
         ("sac", ["--seed", "-1"], "seed must be in 0 .. 2**32 - 1 = 4294967295, got -1"),
-        ("bc", ["--dataset-id", FAILED, "--learning-rate", "nan"], "learning_rate must be > 0"),
+        ("bc", ["--dataset-id", FAILED, "--learning-rate", "nan"], "learning_rate must be >= 0"),
         ("iql", ["--dataset-id", FAILED, "--beta", "nan"], "beta must be >= 0 (0: plain BC)"),
         ("bc", ["--dataset-id", "missing/x-v0"], "no dataset missing/x-v0: it is not under"),
         ("iql", ["--dataset-id", FAILED, "--expectile", "1.5"], "expectile must be in (0, 1)"),

@@ -512,7 +512,7 @@ def test_ctrl_c_keeps_the_last_evaluation_s_checkpoint_and_eval_and_says_so(
     ("learner", "overrides", "message"),
     [
         # refused by torch or numpy only once the run folder was made, with a traceback
-        (bc, {"learning_rate": -1.0}, "learning_rate must be > 0, got -1.0"),
+        (bc, {"learning_rate": -1.0}, r"learning_rate must be >= 0 \(0: the --init-checkpoint"),
         (bc, {"seed": 2**32}, r"seed must be in 0 \.\. 2\*\*32 - 1"),
         (iql, {"actor_lr": float("nan")}, "actor_lr must be > 0, got nan"),
         # NaN actions at the first evaluation, after the whole budget
