@@ -30,6 +30,7 @@ transcript, though the state that would have carried them was never saved.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -517,12 +518,26 @@ class VLMCurriculum(Curriculum):
             "code_failures": {skill: list(why) for skill, why in self.code_failures.items()},
             "usage": self.usage(),
             "spent_usd": self.spent(),
+            "endpoint": self._endpoint(),
         }
+
+    def _endpoint(self) -> str:
+        """A digest of where the backend's requests go (its name and resolved base URL, which
+        OPENAI_BASE_URL may set): a digest, since a URL may carry credentials."""
+        where = f"{self.backend.name} {getattr(self.backend, 'base_url', None) or ''}"
+        return hashlib.sha256(where.encode()).hexdigest()[:16]
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a saved state; the spend counted against the cap is rebuilt from the
         transcript when it records more than was saved (see `_resumed_spend`)."""
         _check_state(state, self.name, self.tasks)
+        saved = state.get("endpoint")  # None in a state saved before it was kept
+        if saved is not None and saved != self._endpoint():
+            raise BackendSettingError(
+                f"the run's {self.backend.name} requests went to another server than they would "
+                "now: OPENAI_BASE_URL (or the base URL) changed since the run started, and one "
+                "run's answers come from one server; set it back to resume, or start a new run"
+            )
         self._load_rng_state(state["rng"])
         self.lp.load_state_dict(state["lp"])
         self.proposal = [canonical(task) for task in state["proposal"]]

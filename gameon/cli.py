@@ -326,10 +326,11 @@ def experiment(args: Any) -> RunRecord:
         print(line, flush=True)
     from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, VLMRefused
     from gameon.experimenter.vlm.factory import vlm_line
+    from gameon.experimenter.vlm_curriculum import BackendSettingError
 
     try:
         record = run_experiment(config, run_dir, progress=args.progress)
-    except RunFolderInUse as error:
+    except (RunFolderInUse, BackendSettingError) as error:
         raise UsageError(str(error)) from None
     except VLMRefused as error:
         raise UsageError(

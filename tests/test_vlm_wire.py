@@ -20,7 +20,11 @@ from fake_http import Scripted, ScriptedServer, gemini_reply, openai_reply
 
 from gameon.experimenter.curriculum import LearningProgressCurriculum, task_set
 from gameon.experimenter.vlm import GeminiBackend, Transcript, VLMRefused, make_backend
-from gameon.experimenter.vlm_curriculum import VLMCurriculum, make_vlm_curriculum
+from gameon.experimenter.vlm_curriculum import (
+    BackendSettingError,
+    VLMCurriculum,
+    make_vlm_curriculum,
+)
 
 OPENAI_KEY = "sk-wire-SECRET-789"
 GEMINI_KEY = "AIza-wire-SECRET-012"
@@ -390,6 +394,25 @@ def test_a_state_saved_before_used_answers_were_counted_resumes_without_a_count(
     vlm.load_state_dict(state)
     assert vlm.propose() in GOOD_TASKS
     assert vlm.usage()["used_answers"] is None  # unknown, not the one answer since the resume
+
+
+def test_a_resume_whose_requests_would_go_to_another_server_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPENAI_BASE_URL is read from the environment, not the run's config: a resume with it
+    pointing elsewhere went on with another server's answers under the same label."""
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    first = make_vlm_curriculum(TASKS, 3, backend="openai", model="m", camera=camera)
+    state = first.state_dict()
+    again = make_vlm_curriculum(TASKS, 3, backend="openai", model="m", camera=camera)
+    again.load_state_dict(state)  # the same server: resumes
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:10/v1")
+    moved = make_vlm_curriculum(TASKS, 3, backend="openai", model="m", camera=camera)
+    with pytest.raises(BackendSettingError, match="OPENAI_BASE_URL .* changed since the run"):
+        moved.load_state_dict(state)
+    del state["endpoint"]  # a state saved before the endpoint was kept
+    moved.load_state_dict(state)
 
 
 def test_a_bad_request_that_is_not_about_the_key_stays_a_fallback(
