@@ -98,7 +98,7 @@ class CurriculumSpec:
     @property
     def slug(self) -> str:
         """The run id part: the name, then the option values, e.g. "vlm-rules"."""
-        values = [_slug_value(self.options[key]) for key in sorted(self.options)]
+        values = [_slug_value(key, self.options[key]) for key in sorted(self.options)]
         return "-".join([self.name, *values])
 
     @property
@@ -470,11 +470,14 @@ def resolve_vlm_backend() -> tuple[str, str]:
     return "rules", f"neither {' nor '.join(KEY_VARIABLES)} is set (results labelled vlm[rules])"
 
 
-def _slug_value(value: Any) -> str:
+def _slug_value(key: str, value: Any) -> str:
+    """An option's value in a run id: a stages file by its name without folder and suffix, any
+    other value whole (a model "Qwen/Qwen2.5-VL-7B-Instruct" kept its stem "Qwen2", so two models
+    read as one curriculum), runs of other characters than letters, digits and dots as "_"."""
     text = str(value)
-    if "/" in text or text.endswith(".toml"):
+    if key == "path":
         text = Path(text).stem
-    return re.sub(r"[^A-Za-z0-9.]+", "_", text)
+    return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")
 
 
 # -- expansion --------------------------------------------------------------------------------

@@ -332,10 +332,15 @@ def vlm_usage(records: Sequence[RunRecord]) -> dict:
     fields += ("capped_calls",)
     totals = {name: sum(getattr(r.vlm, name) for r in records) for name in fields}
     backends = sorted({r.vlm.backend for r in records if r.vlm.backend})
+    partly = [
+        r for r in records if r.vlm.fallbacks > r.vlm.capped_calls and unused_model(r) is None
+    ]
     return {
         "backends": backends,
         "capped_runs": sum(r.vlm.capped_calls > 0 for r in records),
         "unanswered_runs": sum(unused_model(r) is not None for r in records),
+        "fallback_runs": len(partly),
+        "fallbacks_of_answered_runs": sum(r.vlm.fallbacks - r.vlm.capped_calls for r in partly),
         "total": totals,
         "per_run": {name: value / len(records) for name, value in totals.items()},
     }
@@ -723,8 +728,9 @@ def _budget_lines(groups: Sequence[dict]) -> list[str]:
 
 
 def _vlm_lines(groups: Sequence[dict]) -> list[str]:
-    """A line per group with runs none of whose model's answers was used (`unused_model`), and
-    one per group whose runs hit their VLM spending cap: all or part of their practice was then
+    """A line per group with runs none of whose model's answers was used (`unused_model`), one
+    per group with answered runs that fell back for some consultations, and one per group whose
+    runs hit their VLM spending cap: all or part of their practice was then
     chosen by the learning-progress fallback, not by the model."""
     lines = []
     for group in groups:
@@ -736,6 +742,15 @@ def _vlm_lines(groups: Sequence[dict]) -> list[str]:
                 f"{group['learner']}, {group['env_id']}) no answer of the model was used (none "
                 "came, or none was valid), so all their practice was learning progress's choice, "
                 "not the model's (the leaderboard refuses such runs)."
+            )
+        if vlm.get("fallback_runs"):
+            lines.append(
+                f"- **VLM fell back**: in {vlm['fallback_runs']} of {len(group['seeds'])} runs of "
+                f"{group['curriculum_label']} ({group['protocol']}, {group['learner']}, "
+                f"{group['env_id']}) that the model did answer, "
+                f"{vlm['fallbacks_of_answered_runs']} consultations fell back to learning "
+                "progress (a call that failed, or stayed invalid after its re-asks; each run's "
+                "transcript.jsonl says why), so part of their practice was not the model's choice."
             )
         if not vlm.get("capped_runs"):
             continue

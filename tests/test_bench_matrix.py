@@ -154,6 +154,20 @@ def test_curriculum_options_slug_label_and_mapping():
     assert run_config(runs[0]).curriculum == "vlm"
 
 
+def test_two_models_of_one_family_are_two_curricula_with_their_names_in_the_run_ids():
+    """A model "Qwen/Qwen2.5-VL-7B-Instruct" went into run ids as its stem "Qwen2", so the 3B
+    and 7B models were refused as the same curriculum twice."""
+    models = ["Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen2.5-VL-3B-Instruct"]
+    url = "http://localhost:8000/v1"
+    curricula = [{"name": "vlm", "backend": "openai", "model": m, "base_url": url} for m in models]
+    spec = tiny(curricula=curricula)
+    slugs = sorted({run.curriculum.slug for run in expand(parse_spec(spec))})
+    assert slugs == [
+        "vlm-openai-http_localhost_8000_v1-Qwen_Qwen2.5_VL_3B_Instruct",
+        "vlm-openai-http_localhost_8000_v1-Qwen_Qwen2.5_VL_7B_Instruct",
+    ]
+
+
 def test_a_hand_stages_file_reaches_both_protocols_configs(tmp_path, monkeypatch):
     """`path` was an online-only option: under collect the spec was refused with no hint why."""
     stages = tmp_path / "stack_only.toml"

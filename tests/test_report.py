@@ -229,6 +229,23 @@ def test_vlm_runs_whose_model_never_answered_are_named_in_the_report(tmp_path) -
     ) in paths.markdown.read_text()
 
 
+def test_vlm_runs_that_fell_back_for_some_consultations_are_named_in_the_report(
+    tmp_path,
+) -> None:
+    """The leaderboard showed '12 of 38' fallbacks, the report nothing at all."""
+    results = tmp_path / "results"
+    partly = VLMUsage(backend="gemini", calls=30, used_answers=20, fallbacks=4)
+    clean = VLMUsage(backend="gemini", calls=6, used_answers=5)
+    for seed, successes in enumerate(VLM):
+        vlm = (partly, partly, clean)[seed]
+        write_run(results, make_record(seed, successes, "vlm", "vlm[gemini]", vlm=vlm))
+    text = write_report(results).markdown.read_text()
+    assert (
+        "- **VLM fell back**: in 2 of 3 runs of vlm[gemini] (collect, bc, GameOn/Reach-v0) that "
+        "the model did answer, 8 consultations fell back to learning progress"
+    ) in text
+
+
 def test_a_run_copied_into_other_folders_is_counted_once(tmp_path, capsys) -> None:
     """Copies of one run folder are one seed, not several: the folder named after the run is
     counted and the copies are listed as skipped, whatever order their names sort in."""

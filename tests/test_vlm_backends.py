@@ -360,14 +360,43 @@ def test_a_web_page_where_the_api_should_be_is_refused_naming_the_base_url(
 ) -> None:
     # openai hands back the text of a non-JSON body, which failed as "AttributeError: 'str'
     # object has no attribute 'usage'" and fell back on every call.
-    page = "<html><body>Welcome to the proxy " + "x" * 5000 + "</body></html>"
-    server.script(Scripted(200, page, content_type="text/html"))
+    page = f"<html><body>Welcome, {FAKE_KEY} " + "x" * 5000 + "</body></html>"
+    server.script(Scripted(200, page, content_type="text/html"), Scripted(200, '{"foo": "bar"}'))
     backend = make_backend(server, tmp_path)
     with pytest.raises(VLMRefused, match=f"the server at {re.escape(server.base_url)} answered"):
         backend.generate("Plan it", [], Plan, module="m")
-    (entry,) = backend.transcript.entries()
-    assert "not a chat completion: check --vlm-base-url" in entry["error"]
-    assert "x" * 100 not in entry["error"]
+    with pytest.raises(VLMRefused, match="answered JSON without `choices`, not a chat completion"):
+        backend.generate("Plan it", [], Plan, module="m")
+    first, _ = backend.transcript.entries()
+    assert "not a chat completion: check --vlm-base-url" in first["error"]
+    assert "x" * 100 not in first["error"]
+    assert_no_secret(tmp_path)
+
+
+def test_a_refusal_quoting_the_key_reaches_the_caller_scrubbed(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    # The refusal's words, which quote the start of the server's answer, went to error.txt,
+    # run.log and the terminal with the key in them.
+    server.script(Scripted(200, f"not json, your key is {FAKE_KEY}", content_type="text/plain"))
+    backend = make_backend(server, tmp_path)
+    with pytest.raises(VLMRefused) as refused:
+        backend.generate("Plan it", [], Plan, module="m")
+    assert FAKE_KEY not in str(refused.value) and "your key is ***" in str(refused.value)
+
+
+def test_a_key_json_escaped_in_an_answer_reaches_the_caller_scrubbed(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    # Scrubbed in the raw text only, the key written with \u escapes came out of the parser whole
+    # and went to state.json, curriculum.json and the checkpoint.
+    escaped = FAKE_KEY.replace("-", "\\u002d")
+    server.script(completion('{"skill": "grasp with ' + escaped + '", "steps": 3}'))
+    backend = make_backend(server, tmp_path)
+    plan = backend.generate("Plan it", [], Plan, module="m")
+    assert plan.skill == "grasp with ***"
+    (tmp_path / "state.json").write_text(json.dumps(plan.model_dump()))
+    assert_no_secret(tmp_path)
 
 
 def test_a_runaway_answer_is_reasked_and_kept_cut_short(server: FakeServer, tmp_path: Path) -> None:

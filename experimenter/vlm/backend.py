@@ -248,6 +248,10 @@ class Transcript:
         """Scrub the known secrets from text."""
         return redact(text, self._secrets)
 
+    def redact_data(self, data: Any) -> Any:
+        """Scrub the known secrets from every string of JSON-like data."""
+        return _redact_obj(data, self._secrets)
+
     def save_image(self, png: bytes) -> str:
         """Write the PNG once to images/{sha256}.png (atomically); return its hash."""
         digest = sha256_hex(png)
@@ -400,6 +404,11 @@ class Backend(ABC):
         text = redact(text, self._secrets)
         return self.transcript.redact(text) if self.transcript is not None else text
 
+    def _redact_data(self, data: Any) -> Any:
+        """Scrub the backend's and the transcript's secrets from every string of parsed data."""
+        data = _redact_obj(data, self._secrets)
+        return self.transcript.redact_data(data) if self.transcript is not None else data
+
     def _cached_raw(self, req_hash: str) -> str | None:
         """A previous successful raw answer to the same request, if caching is on."""
         if not self.cache:
@@ -479,8 +488,8 @@ class Backend(ABC):
                         latency_s=time.perf_counter() - start,
                         usage=_usage_dict(usage),
                     )
-                    if isinstance(exc, VLMError):
-                        raise
+                    if isinstance(exc, VLMError):  # its words may quote the server's answer
+                        raise type(exc)(self._redact(str(exc))) from None
                     failure = f"{self.name} call for module {module!r} failed: {message}"
                     status = refusal(exc)
                     if status is not None:
@@ -502,6 +511,10 @@ class Backend(ABC):
                 if unusable:
                     raise ValueError(unusable)
                 answer = schema_model.model_validate_json(answer_json(raw))
+                parsed = answer.model_dump(mode="json")
+                scrubbed = self._redact_data(parsed)  # a key JSON-escaped in the raw text
+                if scrubbed != parsed:
+                    answer = schema_model.model_validate(scrubbed)
                 if validate is not None:
                     validate(answer)
             except (ValidationError, ValueError) as exc:

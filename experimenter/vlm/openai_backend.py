@@ -97,7 +97,8 @@ class OpenAIBackend(Backend):
             },
             **kwargs,
         )
-        if not isinstance(response, ChatCompletion):  # openai returns the text of a non-JSON body
+        # openai returns the text of a non-JSON body, and a JSON one as it is, `choices` or not
+        if not isinstance(response, ChatCompletion) or "choices" not in response.model_fields_set:
             raise VLMRefused(
                 f"the server at {self.base_url} answered {_described(response)}, not a chat "
                 "completion: check --vlm-base-url (an OpenAI-compatible server's usually ends in "
@@ -123,6 +124,8 @@ def _described(response: object) -> str:
     if isinstance(response, str):
         words = " ".join(response.split()[:6])
         return f"{len(response)} characters of text beginning {words[:60]!r}"
+    if isinstance(response, ChatCompletion):
+        return "JSON without `choices`"
     return f"a {type(response).__name__}"
 
 
