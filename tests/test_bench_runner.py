@@ -468,7 +468,7 @@ def test_a_refused_model_is_not_retried_and_its_other_runs_wait_for_the_rerun(
         assert main(command(spec, results, "--workers", "1", "--retries", "1")) == 1
         assert len(server.requests) == 1  # not retried; the second vlm run never started
         out = " ".join(capsys.readouterr().out.split())
-        vlm = "online__Reach__vlm-openai-v1-gpt_4o_mini__ppo"
+        vlm = f"online__Reach__vlm-openai-http_127.0.0.1_{server.port}_v1-gpt_4o_mini__ppo"
         assert f"failed {vlm}__s0 after 1 attempt (its model refused it: another attempt" in out
         assert f"not starting 1 more vlm[openai:gpt-4o-mini] run ({vlm}__s1)" in out
         assert "0 runs done now, 0 finished before, 2 failed, 0 retried" in out
