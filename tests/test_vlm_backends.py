@@ -132,11 +132,15 @@ def test_good_answer_parses(server: FakeServer, tmp_path: Path) -> None:
     assert_no_secret(tmp_path)
 
 
+@pytest.mark.parametrize("escaped", [False, True], ids=["plain", "json-escaped"])
 def test_an_answer_that_echoes_the_key_reaches_the_caller_scrubbed(
-    server: FakeServer, tmp_path: Path
+    server: FakeServer, tmp_path: Path, escaped: bool
 ) -> None:
-    """Whatever the run keeps of an answer (a rationale in its state) never holds the key."""
-    server.script(good(f"grasp with Bearer {FAKE_KEY}"))
+    """Whatever the run keeps of an answer (a rationale in its state) never holds the key, also
+    when the answer's JSON writes it with \\u escapes: scrubbed in the raw text only, it came out
+    of the parser whole and went to state.json, curriculum.json and the checkpoint."""
+    key = FAKE_KEY.replace("-", "\\u002d") if escaped else FAKE_KEY
+    server.script(completion('{"skill": "grasp with Bearer ' + key + '", "steps": 4}'))
     backend = make_backend(server, tmp_path)
     plan = backend.generate("What next?", [], Plan, module="decompose")
     assert plan.skill == "grasp with Bearer ***"
@@ -383,20 +387,6 @@ def test_a_refusal_quoting_the_key_reaches_the_caller_scrubbed(
     with pytest.raises(VLMRefused) as refused:
         backend.generate("Plan it", [], Plan, module="m")
     assert FAKE_KEY not in str(refused.value) and "your key is ***" in str(refused.value)
-
-
-def test_a_key_json_escaped_in_an_answer_reaches_the_caller_scrubbed(
-    server: FakeServer, tmp_path: Path
-) -> None:
-    # Scrubbed in the raw text only, the key written with \u escapes came out of the parser whole
-    # and went to state.json, curriculum.json and the checkpoint.
-    escaped = FAKE_KEY.replace("-", "\\u002d")
-    server.script(completion('{"skill": "grasp with ' + escaped + '", "steps": 3}'))
-    backend = make_backend(server, tmp_path)
-    plan = backend.generate("Plan it", [], Plan, module="m")
-    assert plan.skill == "grasp with ***"
-    (tmp_path / "state.json").write_text(json.dumps(plan.model_dump()))
-    assert_no_secret(tmp_path)
 
 
 def test_a_runaway_answer_is_reasked_and_kept_cut_short(server: FakeServer, tmp_path: Path) -> None:
