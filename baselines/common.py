@@ -216,7 +216,7 @@ def check_seed(name: str, seed: int | None) -> None:
 
 def check_rate(name: str, value: float) -> None:
     """ValueError unless `value` is a finite number > 0 (a learning rate torch would refuse only
-    once the run folder is made; NaN fails too)."""
+    once the run folder is made, a temperature, a clip; NaN fails too)."""
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"{name} must be > 0, got {value}")
 

@@ -90,8 +90,7 @@ def check_args(args: Args) -> None:
         raise ValueError(f"expectile must be in (0, 1), got {args.expectile}")
     if not (args.beta >= 0 and math.isfinite(args.beta)):
         raise ValueError(f"beta must be >= 0 (0: plain BC), got {args.beta}")
-    if not (args.max_weight > 0 and math.isfinite(args.max_weight)):
-        raise ValueError(f"max_weight must be > 0, got {args.max_weight}")
+    common.check_rate("max_weight", args.max_weight)
     for name in ("reward_scale", "reward_bias"):
         if not math.isfinite(getattr(args, name)):
             raise ValueError(f"{name} must be a finite number, got {getattr(args, name)}")

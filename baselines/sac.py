@@ -201,8 +201,7 @@ def check_algorithm_args(args: Args) -> None:
         check_rate(name, getattr(args, name))
     if not 0.0 <= args.gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {args.gamma}")
-    if not (args.alpha > 0 and math.isfinite(args.alpha)):
-        raise ValueError(f"alpha must be > 0, got {args.alpha}")
+    check_rate("alpha", args.alpha)
     if args.target_entropy is not None and not math.isfinite(args.target_entropy):
         raise ValueError(f"target_entropy must be a finite number, got {args.target_entropy}")
 
