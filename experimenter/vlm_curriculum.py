@@ -523,7 +523,8 @@ class VLMCurriculum(Curriculum):
 
     def _endpoint(self) -> str:
         """A digest of where the backend's requests go (its name and resolved base URL, which
-        OPENAI_BASE_URL may set): a digest, since a URL may carry credentials."""
+        OPENAI_BASE_URL or GOOGLE_GEMINI_BASE_URL may set): a digest, since a URL may carry
+        credentials."""
         where = f"{self.backend.name} {getattr(self.backend, 'base_url', None) or ''}"
         return hashlib.sha256(where.encode()).hexdigest()[:16]
 
@@ -535,7 +536,8 @@ class VLMCurriculum(Curriculum):
         if saved is not None and saved != self._endpoint():
             raise BackendSettingError(
                 f"the run's {self.backend.name} requests went to another server than they would "
-                "now: OPENAI_BASE_URL (or the base URL) changed since the run started, and one "
+                "now: the base URL (--vlm-base-url, OPENAI_BASE_URL or GOOGLE_GEMINI_BASE_URL) "
+                "changed since the run started, and one "
                 "run's answers come from one server; set it back to resume, or start a new run"
             )
         self._load_rng_state(state["rng"])

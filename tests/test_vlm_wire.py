@@ -396,20 +396,24 @@ def test_a_state_saved_before_used_answers_were_counted_resumes_without_a_count(
     assert vlm.usage()["used_answers"] is None  # unknown, not the one answer since the resume
 
 
+@pytest.mark.parametrize(
+    "backend, url_env", [("openai", "OPENAI_BASE_URL"), ("gemini", "GOOGLE_GEMINI_BASE_URL")]
+)
 def test_a_resume_whose_requests_would_go_to_another_server_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str, url_env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """OPENAI_BASE_URL is read from the environment, not the run's config: a resume with it
+    """The base URL may come from the environment, not the run's config: a resume with it
     pointing elsewhere went on with another server's answers under the same label."""
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    first = make_vlm_curriculum(TASKS, 3, backend="openai", model="m", camera=camera)
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    monkeypatch.setenv(url_env, "http://127.0.0.1:9/v1")
+    first = make_vlm_curriculum(TASKS, 3, backend=backend, model="m", camera=camera)
     state = first.state_dict()
-    again = make_vlm_curriculum(TASKS, 3, backend="openai", model="m", camera=camera)
+    again = make_vlm_curriculum(TASKS, 3, backend=backend, model="m", camera=camera)
     again.load_state_dict(state)  # the same server: resumes
-    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:10/v1")
-    moved = make_vlm_curriculum(TASKS, 3, backend="openai", model="m", camera=camera)
-    with pytest.raises(BackendSettingError, match="OPENAI_BASE_URL .* changed since the run"):
+    monkeypatch.setenv(url_env, "http://127.0.0.1:10/v1")
+    moved = make_vlm_curriculum(TASKS, 3, backend=backend, model="m", camera=camera)
+    with pytest.raises(BackendSettingError, match=f"{url_env}.* changed since the run"):
         moved.load_state_dict(state)
     del state["endpoint"]  # a state saved before the endpoint was kept
     moved.load_state_dict(state)

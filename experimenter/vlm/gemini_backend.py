@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from google import genai
 from google.genai import types
@@ -18,6 +19,9 @@ from gameon.experimenter.vlm.backend import (
 )
 
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+BASE_URL_ENV = "GOOGLE_GEMINI_BASE_URL"
+"""Where google-genai sends requests when no base URL is given; read here too, so that the run
+knows (and checks) where its answers come from."""
 RETRY_STATUS_CODES = [408, 429, 500, 502, 503, 504]
 
 
@@ -50,6 +54,7 @@ class GeminiBackend(Backend):
         """Build the client; a missing API key, or a base URL that is not http(s), is a
         ValueError."""
         super().__init__("gemini", model, transcript, max_reasks=max_reasks, cache=cache)
+        base_url = base_url or os.environ.get(BASE_URL_ENV) or None
         if base_url is not None:
             check_base_url(base_url)
         keys = [read_key(env) for env in KEY_ENVS]
