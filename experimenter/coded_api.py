@@ -42,7 +42,8 @@ instruction names, in order: "stack the red block on the blue block" gives ["red
 The skill acts only through the functions below and returns when it is done. Allowed: plain
 functions, arithmetic, if/for/while, lists, dicts, tuples, comprehensions, try/except and the
 builtins abs, min, max, sum, round, len, range, enumerate, zip, sorted, any, all, float, int,
-str, bool, list, dict, tuple, isinstance, print (captured, bounded) and the module `math`.
+str, bool, list, dict, tuple, isinstance, print (captured, bounded), the common exception
+classes (Exception, ValueError, KeyError, ...) and the module `math`.
 Not allowed: import, classes, global/nonlocal, names or attributes starting with "_", open,
 eval, exec, getattr and the like. A skill that breaks a rule, raises, loops too long or sends
 a bad action is rejected with the reason.
@@ -74,7 +75,8 @@ The hand always points down; its yaw turns at most 0.1 rad per step, within -pi/
 The gripper's command starts closed if a block is already grasped, else open.
 
 - `move_to(x, y, z, speed=1.0, yaw=None, tolerance=0.005, max_steps=100)`: drive the TCP
-  straight toward (x, y, z), and the hand's yaw toward `yaw` if given, until within
+  toward (x, y, z), each axis at up to the top speed (so a long diagonal move is not straight:
+  the axes with less to go arrive first), and the hand's yaw toward `yaw` if given, until within
   `tolerance` m (and 0.05 rad) or `max_steps` steps. `speed` in (0, 1] scales the top speed;
   use about 0.35 for the last few centimetres before grasping or releasing. Returns True if
   it arrived.

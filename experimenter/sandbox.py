@@ -188,11 +188,18 @@ CHILD_BUILTINS = (
     "zip",
     "ArithmeticError",
     "AssertionError",
+    "AttributeError",
     "Exception",
     "IndexError",
     "KeyError",
     "LookupError",
+    "MemoryError",
+    "NameError",
+    "NotImplementedError",
+    "OverflowError",
+    "RecursionError",
     "RuntimeError",
+    "StopIteration",
     "TypeError",
     "ValueError",
     "ZeroDivisionError",
@@ -296,8 +303,14 @@ def check_source(source: str, limits: SandboxLimits = SandboxLimits()) -> None:
     if not skills:
         raise SkillRejected("the source must define a top-level function `def skill(blocks):`")
     arguments = skills[-1].args
-    if not (arguments.posonlyargs or arguments.args or arguments.vararg):
-        raise SkillRejected("skill() must take one argument, the list of block colours")
+    positional = [*arguments.posonlyargs, *arguments.args]
+    required = len(positional) - len(arguments.defaults)
+    keyword_only = any(default is None for default in arguments.kw_defaults)
+    if not (positional or arguments.vararg) or required > 1 or keyword_only:
+        raise SkillRejected(
+            "skill() must take one argument, the list of block colours (any other argument "
+            "needs a default)"
+        )
 
 
 def _tool_command(tool: str) -> list[str] | None:
@@ -406,6 +419,12 @@ def _truncate(text: str, limit: int = MAX_REASON_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _encodable(text: str) -> str:
+    """The text with lone surrogates (a skill's `raise E('\\ud83d')`) spelt as escapes: they
+    cannot be encoded, and the reason goes on into prompts, logs and the transcript."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _valid_action(action: Any) -> str | None:
     if not isinstance(action, list):
         return f"an action must be a list of 5 numbers, got a {type(action).__name__}"
@@ -512,7 +531,7 @@ class SandboxedSkill:
             return [float(v) for v in reply["action"]]
         if reply.get("done") is True:
             self.done = True
-            self.printed = str(reply.get("printed", ""))[: self.limits.max_print_chars]
+            self.printed = _encodable(str(reply.get("printed", "")))[: self.limits.max_print_chars]
             self.close()
             return None
         if "error" in reply:
@@ -617,7 +636,7 @@ class SandboxedSkill:
 
     def _reject(self, reason: str) -> SkillRejected:
         self.close()
-        reason = _truncate(reason, 2 * MAX_REASON_CHARS)
+        reason = _truncate(_encodable(reason), 2 * MAX_REASON_CHARS)
         logger.warning("coded skill rejected: %s", reason)
         self.rejection = SkillRejected(reason)
         return self.rejection
@@ -649,6 +668,9 @@ class _Printer:
             raise PrintLimitExceeded(self.limit)
         self.store.append(text)
 
+    def flush(self) -> None:
+        """Nothing to flush: `print(..., flush=True)` works as it does outside."""
+
     def _call_print(self, *objects: Any, **kwargs: Any) -> None:
         kwargs["file"] = self
         print(*objects, **kwargs)
@@ -669,6 +691,11 @@ def _inplacevar(op: str, left: Any, right: Any) -> Any:
     if op not in _INPLACE:
         raise TypeError(f"the operator {op} is not allowed")
     return _INPLACE[op](left, right)
+
+
+def _apply(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """RestrictedPython's `_apply_`, through which it sends calls with `*args` or `**kwargs`."""
+    return function(*args, **kwargs)
 
 
 def _set_limits(limits: Mapping[str, Any]) -> None:
@@ -731,6 +758,7 @@ def _child_main() -> None:
         "_unpack_sequence_": guarded_unpack_sequence,
         "_write_": full_write_guard,
         "_inplacevar_": _inplacevar,
+        "_apply_": _apply,
         "_print_": _Printer(printed, limit, overflow),
         **coded_api.make_api(channel, init["relation"]),
     }

@@ -136,6 +136,8 @@ def test_attacks_are_rejected_and_touch_nothing(name: str, tmp_path: Path) -> No
         ("def skill(blocks):\n  return (\n", "syntax error"),
         ("def helper(blocks):\n    pass\n", "def skill(blocks)"),
         ("def skill():\n    pass\n", "one argument"),
+        ("def skill(blocks, extra):\n    pass\n", "needs a default"),
+        ("def skill(blocks, *, side):\n    pass\n", "needs a default"),
         ("x = 1\n" * 2000 + "def skill(blocks):\n    pass\n", "characters"),
         ("def skill(blocks):\n    with blocks:\n        pass\n", "with statements"),
         ("@wait\ndef skill(blocks):\n    pass\n", "decorators"),
@@ -233,6 +235,35 @@ def test_skill_that_raises_is_rejected_with_the_exception() -> None:
 def test_garbage_actions_are_rejected(action: str, words: str) -> None:
     reason = rejected(f"def skill(blocks):\n    send_action({action})\n")
     assert reason.startswith("invalid action") and words in reason, reason
+
+
+def test_common_idioms_that_pass_the_check_also_run() -> None:
+    """Each passed check_source and then failed at every run, on a name the skill never wrote
+    (`_apply_`, a missing `flush`) or an exception class the child lacked."""
+    source = (
+        "def go(x, y, z, **options):\n    move_to(x, y, z, **options)\n"
+        "def skill(blocks, verbose=False):\n"
+        "    target = [0.5, 0.0, 0.2]\n"
+        "    go(*target, tolerance=0.01)\n"
+        "    print(*blocks, flush=True)\n"
+        "    try:\n        scene().block('pink')\n"
+        "    except (AttributeError, KeyError):\n        wait(1)\n"
+        "    try:\n        raise NotImplementedError('later')\n"
+        "    except NotImplementedError:\n        wait(1)\n"
+    )
+    check_source(source)
+    assert run(source) == [[0.0, 0.0, 0.0, 0.0, -1.0]] * 2
+
+
+def test_a_reason_with_a_lone_surrogate_can_be_encoded() -> None:
+    """A skill raising `E('\\ud83d')` gave a reason that crashed the next prompt's encoding."""
+    reason = rejected("def skill(blocks):\n    raise RuntimeError('no grip \\ud83d')\n")
+    assert reason == "the skill raised RuntimeError: no grip \\ud83d"
+    reason.encode("utf-8")
+    skill = SandboxedSkill("def skill(blocks):\n    print('\\udc80')\n", ["red"], FAST)
+    with skill:
+        assert skill.act(SCENE) is None
+    assert skill.printed == "\\udc80\n"
 
 
 def test_too_many_actions_are_rejected() -> None:
