@@ -7,6 +7,7 @@ import inspect
 import math
 import numbers
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -113,6 +114,23 @@ def _unknown_keywords(unknown: Mapping[str, Any]) -> TypeError:
     )
 
 
+def _check_gl_backend() -> None:
+    """Refuse, with the fix, to render through GLFW where there is no display: MuJoCo picks its
+    GL backend when first imported, so one imported before `gameon.envs` set MUJOCO_GL=egl has
+    picked GLFW, whose failure ("an OpenGL platform library has not been loaded") names neither
+    the cause nor the fix."""
+    if sys.platform != "linux" or "DISPLAY" in os.environ or "WAYLAND_DISPLAY" in os.environ:
+        return
+    backend = getattr(getattr(mujoco, "GLContext", None), "__module__", "")
+    if backend.endswith("glfw"):
+        raise RuntimeError(
+            "cannot render: MuJoCo chose GLFW, which needs a display, and none is set. It was "
+            "imported before gameon.envs, which would have chosen EGL; set MUJOCO_GL=egl in the "
+            "environment before Python starts (or import gameon.envs before mujoco and the "
+            "libraries that import it, such as gymnasium's MuJoCo envs)"
+        )
+
+
 def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
     """A renderer whose GL context Mesa's llvmpipe, if it renders, drives from the calling thread.
 
@@ -121,6 +139,7 @@ def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Ren
     variable is set only around this creation, only if the user has not set it, and removed
     after, leaving other libraries' GL contexts to Mesa's default. GPU drivers ignore it.
     """
+    _check_gl_backend()
     if SOFTWARE_RENDER_THREADS_VAR in os.environ:
         return mujoco.Renderer(model, height, width)
     os.environ[SOFTWARE_RENDER_THREADS_VAR] = "0"

@@ -850,6 +850,22 @@ def test_mujoco_gl_is_left_alone_on_macos():
     assert result.stdout.strip() == "None"
 
 
+def test_pixels_after_mujoco_was_imported_first_without_a_display_say_how_to_fix_it():
+    """MuJoCo picks GLFW if imported before gameon.envs sets MUJOCO_GL=egl; the first frame
+    then failed with "an OpenGL platform library has not been loaded"."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MUJOCO_GL")}
+    code = (
+        "import mujoco, gymnasium as gym, gameon.envs\n"
+        "env = gym.make('GameOn/Reach-v0', obs_mode='pixels')\n"
+        "try:\n    env.reset(seed=0)\nexcept RuntimeError as error:\n    print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "set MUJOCO_GL=egl in the environment before Python starts" in result.stdout
+
+
 # 10. Scene read-outs and start states
 
 
