@@ -445,7 +445,7 @@ class SharedMemoryVectorEnv(VectorEnv):
             self._send(worker, pickle.dumps(("reset", request(worker))), "reset")
         local = None
         if mask[: self.local.stop].any():
-            local = self._run_local(busy, self.local.reset, *request(self.local))
+            local = self._run_local(self.local.reset, *request(self.local))
         reset_infos: list[tuple[int, dict[str, Any]]] = []
 
         def keep(slice_infos: list[tuple[int, dict[str, Any]]]) -> None:
@@ -476,7 +476,7 @@ class SharedMemoryVectorEnv(VectorEnv):
         write_batch(views.actions, actions)
         for worker in self.workers:
             self._send(worker, STEP, "step")
-        local = self._run_local(self.workers, self.local.step)
+        local = self._run_local(self.local.step)
         finals: list[tuple[int, dict[str, Any]]] = []
 
         def keep(changes: list[tuple[int, dict[str, Any], dict[str, Any] | None]]) -> None:
@@ -596,21 +596,20 @@ class SharedMemoryVectorEnv(VectorEnv):
         self._check_open()
         for worker in self.workers:
             self._send(worker, pickle.dumps((command, data_for(worker))), command)
-        local = self._run_local(self.workers, getattr(self.local, command), *data_for(self.local))
+        local = self._run_local(getattr(self.local, command), *data_for(self.local))
         return tuple(
             result
             for results in self._receive(self.workers, command, local=local)
             for result in results
         )
 
-    def _run_local(
-        self, in_flight: Sequence[Worker], method: Callable[..., Any], *args: Any
-    ) -> tuple[str, Any]:
+    def _run_local(self, method: Callable[..., Any], *args: Any) -> tuple[str, Any]:
         """This process's slice's reply to a command, as a worker would send it.
 
-        `in_flight`: the workers already sent the same command. An interruption here (Ctrl-C)
-        closes the vector env, as one in `_receive` does: their replies, left unread, would
-        answer the next request, whose results would then be read before they were written.
+        An interruption here (Ctrl-C) closes the vector env, as one in `_receive` does: the
+        workers sent the same command would leave their replies unread, to answer the next
+        request before its results were written; and this slice's envs stand part done (some
+        stepped, some not).
         """
         try:
             return "ok", method(*args)
@@ -618,8 +617,7 @@ class SharedMemoryVectorEnv(VectorEnv):
             self.local.sent_infos = [None] * len(self.local.envs)
             return "error", (error, traceback.format_exc())
         except BaseException:
-            if in_flight:
-                self.close(terminate=True)
+            self.close(terminate=True)
             raise
 
     def _send(self, worker: Worker, message: bytes, command: str) -> None:

@@ -386,11 +386,14 @@ def make_interrupted(pid: int, at: int) -> gym.Env:
     return InterruptedHere(gym.make("GameOn/Reach-v0"), pid, at)
 
 
-def test_ctrl_c_in_the_parents_own_envs_closes_the_vector_env() -> None:
+@pytest.mark.parametrize("workers", [2, 1])
+def test_ctrl_c_in_the_parents_own_envs_closes_the_vector_env(workers: int) -> None:
     """The workers got the step too: their replies, left unread, would answer the next step
-    before it was taken, so the vector env closes rather than return stale observations."""
+    before it was taken, so the vector env closes rather than return stale observations. With
+    one worker (the parent alone) the envs before the interrupted one have stepped and those
+    after it have not: it closes all the same, rather than go on out of step."""
     make = functools.partial(make_interrupted, pid=os.getpid(), at=2)
-    envs = SharedMemoryVectorEnv([make, make], workers=2, context="fork")
+    envs = SharedMemoryVectorEnv([make, make], workers=workers, context="fork")
     pids = [worker.process.pid for worker in envs.workers]
     actions = np.zeros((2, 5), np.float32)
     with closing(envs), time_limit(60):
