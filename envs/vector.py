@@ -745,6 +745,7 @@ def _seeds(seed: Any, num_envs: int) -> list[Any]:
         isinstance(seed, numbers.Number | str | bytes)
         or unordered
         or not isinstance(seed, Iterable)
+        or np.ndim(seed) == 0  # a 0-d array: iterable by type, not in fact
     ):
         raise ValueError(
             "seed must be None, a whole number >= 0 (a Python or NumPy integer, not a bool: env "

@@ -567,7 +567,9 @@ def test_numpy_integer_seeds_seed_as_the_same_ints_do(env_id: str, seed: Any) ->
 
 
 @pytest.mark.parametrize(
-    "seed", [True, np.bool_(True), 1.0, -1, np.int64(-1), "3", {3, 4}, {0: 3, 1: 4}], ids=repr
+    "seed",
+    [True, np.bool_(True), 1.0, -1, np.int64(-1), "3", {3, 4}, {0: 3, 1: 4}, np.array(5)],
+    ids=repr,
 )
 def test_one_seed_that_is_not_a_whole_number_from_zero_is_refused_before_any_env_resets(
     seed: Any,
