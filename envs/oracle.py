@@ -6,12 +6,10 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from gameon.envs.language import Instruction
+from gameon.envs.language import Instruction, parse
 
 TABLE_HEIGHT = 0.0  #: z of the table top in the world frame, m
 BLOCK_SIZE = 0.05  #: edge of a cube block, m
@@ -275,20 +273,28 @@ def _checks(
 
 
 def evaluate(
-    instruction: Instruction, scene: SceneState, start: SceneState | None = None
+    instruction: Instruction | str, scene: SceneState, start: SceneState | None = None
 ) -> dict[str, bool]:
-    """Named flags whose conjunction is the instruction's success (plus "success"), for rewards."""
+    """Named flags whose conjunction is the instruction's success (plus "success"), for rewards.
+    The instruction may be its text (`info["instruction"]`, a recorded episode's)."""
+    if isinstance(instruction, str):
+        instruction = parse(instruction)
     flags = dict(_checks(instruction, scene, start))
     flags["success"] = all(flags.values())
     return flags
 
 
-def success(instruction: Instruction, scene: SceneState, start: SceneState | None = None) -> bool:
-    """Whether the instruction is achieved in `scene`; push compares against `start`.
+def success(
+    instruction: Instruction | str, scene: SceneState, start: SceneState | None = None
+) -> bool:
+    """Whether the instruction (or its text) is achieved in `scene`; push compares against
+    `start`.
 
     Judges the conditions in order and stops at the first that fails: the env calls it every step
     (and a plain loop costs half of `all` over a generator expression).
     """
+    if isinstance(instruction, str):
+        instruction = parse(instruction)
     for _, passed in _checks(instruction, scene, start):  # noqa: SIM110
         if not passed:
             return False

@@ -345,6 +345,20 @@ def test_stack_is_directional() -> None:
     assert not success(Instruction("stack", ("red", "blue")), stack_scene())
 
 
+def test_the_oracle_judges_an_instruction_given_as_its_text() -> None:
+    """Recorded data holds the instruction as text (`info["instruction"]`)."""
+    text = "build a tower of red, green and blue from the bottom up"
+    exact = {
+        "red": (0.5, 0.0, layer(0)),
+        "green": (0.5, 0.0, layer(1)),
+        "blue": (0.5, 0.0, layer(2)),
+    }
+    assert success(text, make_scene(exact)) and evaluate(text, make_scene(exact))["success"]
+    assert not success("stack the red block on the blue block", stack_scene())
+    with pytest.raises(ValueError, match="stack the red blok"):
+        success("stack the red blok on the blue block", stack_scene())
+
+
 def test_tilted_top_block_is_not_stacked() -> None:
     lift_by = HALF * (math.cos(math.radians(20)) + math.sin(math.radians(20))) - HALF
     scene = make_scene(
