@@ -19,7 +19,8 @@ envs see them (those that are not real numbers are refused, finite ones beyond t
 held at its edge); seeds may be NumPy integers, and one seed for all envs must be a whole number
 >= 0, checked before any env resets; an exception in a worker is raised again in the parent with
 the worker's traceback as its cause; a worker that dies raises `WorkerError` and closes the vector
-env.
+env; a `final_obs` entry is read back from shared memory, so a Discrete one is a NumPy integer
+where SyncVectorEnv passes on the env's own (equal) int.
 
 Supported spaces: Box, Discrete, MultiDiscrete, MultiBinary and Dict or Tuple of those; an env
 with another (e.g. Text) is refused when the vector env is made, before any worker starts.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import math
 import multiprocessing as mp
 import numbers
 import os
@@ -284,12 +286,16 @@ SCALARS = (bool, int, float, str, np.generic)
 
 
 def same_info(info: Mapping[str, Any], previous: Mapping[str, Any] | None) -> bool:
-    """Whether two infos are equal, judging only plain scalars equal (anything else differs)."""
+    """Whether two infos are equal, judging only plain scalars equal (anything else differs) and
+    0.0 and -0.0 different."""
     if previous is None or info.keys() != previous.keys():
         return False
     for key, value in info.items():
         before = previous[key]
         if type(value) is not type(before) or not isinstance(value, SCALARS) or value != before:
+            return False
+        signed_zero = value == 0 and isinstance(value, float | np.floating)
+        if signed_zero and math.copysign(1.0, value) != math.copysign(1.0, before):
             return False
     return True
 

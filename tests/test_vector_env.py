@@ -585,6 +585,29 @@ def test_one_seed_that_is_not_a_whole_number_from_zero_is_refused_before_any_env
         assert envs.np_random_seed == (0, 1)
 
 
+class SignedZero(gym.Wrapper):
+    """Its info's "delta" is 0.0 after a reset and -0.0 after a step."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        observation, info = self.env.reset(**kwargs)
+        return observation, {**info, "delta": 0.0}
+
+    def step(self, action: Any) -> Any:
+        *result, info = self.env.step(action)
+        return (*result, {**info, "delta": -0.0})
+
+
+def test_an_info_value_that_changes_only_its_sign_of_zero_arrives_as_in_sync() -> None:
+    """Infos travel only when changed, and 0.0 == -0.0: the sign was lost."""
+    shared = make_vec(
+        ENV_ID, 2, workers=2, wrappers=[SignedZero], vector_kwargs={"context": "fork"}
+    )
+    with closing(shared):
+        shared.reset(seed=0)
+        delta = shared.step(np.zeros((2, 5), np.float32))[4]["delta"]
+    assert np.signbit(delta).all()
+
+
 def test_after_a_reset_that_fails_in_one_slice_the_infos_are_sync_s() -> None:
     """The slices that did reset report their new episode's info, as SyncVectorEnv does."""
     reach = "GameOn/Reach-v0"
