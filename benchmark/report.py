@@ -90,8 +90,10 @@ def group_key(record: RunRecord) -> GroupKey:
 
 
 def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
-    """The valid records of every <results_dir>/*/record.json, each run once, and the folders
-    skipped, why (a copy of a run already counted among them: one run is one seed, not several)."""
+    """The valid records of every <results_dir>/*/record.json, each run once and each seed once
+    per group, and the folders skipped, why (a copy of a run already counted, or another run of
+    a seed its group already has, e.g. `gameon experiment` run again by hand into the folder: one
+    seed is one sample, however many times it ran)."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise ValueError(f"{results_dir} is not a directory of run folders")
@@ -106,14 +108,35 @@ def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
             loaded.append((folder, load_record(folder / RECORD_FILE)))
         except ValueError as error:
             skipped.append(Skipped(str(folder), str(error)))
-    records, counted = [], {}
-    for folder, record in sorted(loaded, key=lambda item: item[0].name != item[1].run_id):
-        first = counted.setdefault(record.run_id, folder)  # the folder named after the run first
-        if first == folder:
-            records.append(record)
-        else:
+    planned = set(planned_run_ids(read_matrix(results_dir)))
+
+    def order(item: tuple[Path, RunRecord]) -> tuple[bool, bool]:
+        """The folder named after its run first, and the matrix's own runs before others."""
+        folder, record = item
+        return folder.name != record.run_id, record.run_id not in planned
+
+    records: list[RunRecord] = []
+    counted: dict[str, Path] = {}
+    seeds: dict[tuple[GroupKey, int], tuple[Path, RunRecord]] = {}
+    for folder, record in sorted(loaded, key=order):
+        first = counted.setdefault(record.run_id, folder)
+        if first != folder:
             reason = f"same run as {first} (run id {record.run_id}): counted once"
             skipped.append(Skipped(str(folder), reason))
+            continue
+        key = (group_key(record), record.seed)
+        if key in seeds:
+            first, kept = seeds[key]
+            same = " with the same weights" if kept.weights_sha256 == record.weights_sha256 else ""
+            protocol, label, learner, env_id = key[0]
+            reason = (
+                f"seed {record.seed} of {label} ({protocol}, {learner}, {env_id}) again{same}, "
+                f"after {first}: each seed is counted once"
+            )
+            skipped.append(Skipped(str(folder), reason))
+            continue
+        seeds[key] = (folder, record)
+        records.append(record)
     return records, sorted(skipped, key=lambda s: s.path)
 
 
@@ -490,11 +513,16 @@ def matrix_heading(matrix: dict | None) -> str | None:
 def missing_runs(matrix: dict | None, records: Sequence[RunRecord]) -> list[str]:
     """The matrix's runs without a valid record (not yet run, interrupted, failed or left out
     with --only), so a report of part of a matrix says so."""
+    reported = {record.run_id for record in records}
+    return [run_id for run_id in planned_run_ids(matrix) if run_id not in reported]
+
+
+def planned_run_ids(matrix: dict | None) -> list[str]:
+    """The run ids the matrix plans, in its order (none without a readable matrix)."""
     if matrix is None or not isinstance(matrix.get("runs"), list):
         return []
-    reported = {record.run_id for record in records}
     planned = [run.get("run_id") for run in matrix["runs"] if isinstance(run, dict)]
-    return [run_id for run_id in planned if isinstance(run_id, str) and run_id not in reported]
+    return [run_id for run_id in planned if isinstance(run_id, str)]
 
 
 IQM_CUT = (

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from record_factory import make_record, write_run
+from record_factory import ENV_ID, make_record, write_run
 from scipy.stats import mannwhitneyu
 
 from gameon.benchmark import report
@@ -22,7 +22,7 @@ from gameon.benchmark.stats import (
     normalised_entropy,
     probability_of_improvement,
 )
-from gameon.records import Collected, TargetEvaluation, VLMUsage
+from gameon.records import Collected, TargetEvaluation, VLMUsage, write_record
 
 SAMPLE = [0.9, 0.0, 0.3, 0.1, 0.6, 0.2, 0.5, 0.4]
 """Sorted: 0.0 0.1 | 0.2 0.3 0.4 0.5 | 0.6 0.9; the IQM is the mean of the middle four, 0.35."""
@@ -267,6 +267,26 @@ def test_a_run_copied_into_other_folders_is_counted_once(tmp_path, capsys) -> No
     assert f"- `{results / 'zz_copy'}`: {reason}" in paths.markdown.read_text()
     assert commands_main(["bench", "report", str(results)]) == 0
     assert f"  {results / 'a_backup'}: {reason}" in capsys.readouterr().out
+
+
+def test_a_seed_run_again_into_the_results_is_counted_once(tmp_path) -> None:
+    """A second run of seed 0 (`gameon experiment --run-dir results/again`) was pooled as a
+    third seed: "3 (0, 0, 0)" in the report."""
+    results = tmp_path / "results"
+    folders = [write_run(results, make_record(seed, FIXED[seed])) for seed in range(2)]
+    runs = [{"run_id": folder.name} for folder in folders]
+    (results / "matrix.json").write_text(json.dumps({"name": "m", "runs": runs}))
+    again = make_record(0, FIXED[0])
+    write_record(results / "again" / "record.json", again.model_copy(update={"run_id": "again"}))
+
+    paths = write_report(results)
+
+    (group,) = json.loads(paths.json.read_text())["groups"]
+    assert group["seeds"] == [0, 1]
+    assert {s.path: s.reason for s in paths.skipped} == {
+        str(results / "again"): f"seed 0 of fixed (collect, bc, {ENV_ID}) again with the same "
+        f"weights, after {folders[0]}: each seed is counted once"
+    }
 
 
 @pytest.mark.parametrize("out", ["a_file", "a_file/below", "report.md", "out/summary.JSON"])
