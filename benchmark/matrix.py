@@ -35,10 +35,12 @@ without `add_skills = false` are refused, vlm with two `model`s are two rows.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import itertools
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
@@ -524,13 +526,35 @@ def expand(spec: MatrixSpec) -> list[RunSpec]:
 
 
 def spec_dict(spec: MatrixSpec) -> dict[str, Any]:
-    """The expanded matrix as JSON-ready data (what matrix.json holds)."""
+    """The expanded matrix as JSON-ready data (what matrix.json holds), with the digests of the
+    files its runs read by path (`input_files`)."""
+    runs = expand(spec)
     return {
         "format": "gameon-matrix-v1",
         "name": spec.name,
         "description": spec.description,
-        "runs": [run.to_dict() for run in expand(spec)],
+        "runs": [run.to_dict() for run in runs],
+        "input_files": input_files(runs),
     }
+
+
+def input_files(runs: Sequence[RunSpec]) -> dict[str, str | None]:
+    """The sha256 of each hand curriculum's stages file the runs read (None: no file there), by
+    the path as given: runs record only the path, so an edited file, or the same relative path
+    read from another folder, would otherwise mix two curricula under one label."""
+    paths = set()
+    for run in runs:
+        for path in (run.curriculum.options.get("path"), run.settings.get("hand_curriculum")):
+            if isinstance(path, str):
+                paths.add(path)
+    return {path: _sha256(Path(path)) for path in sorted(paths)}
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 # -- configs the runs will use ----------------------------------------------------------------

@@ -321,7 +321,7 @@ def check_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
             raise ValueError(
                 f"{path} is not JSON ({error}); move it away or use another dir"
             ) from None
-        if not isinstance(existing, dict):
+        if not _is_matrix(existing):
             raise ValueError(f"{path} is not a matrix; move it away or use another dir")
         difference = matrix_difference(existing, wanted)
         if difference:
@@ -361,8 +361,21 @@ def write_matrix_file(spec: MatrixSpec, results_dir: Path) -> None:
     atomic_write(results_dir / MATRIX_FILE, json.dumps(spec_dict(spec), indent=1) + "\n")
 
 
+def _is_matrix(data: Any) -> bool:
+    """Whether matrix.json's data has a matrix's shape (a hand-edited one may not)."""
+    if not isinstance(data, dict):
+        return False
+    runs, files = data.get("runs", []), data.get("input_files", {})
+    return (
+        isinstance(runs, list)
+        and all(isinstance(run, dict) and isinstance(run.get("run_id"), str) for run in runs)
+        and isinstance(files, dict)
+    )
+
+
 def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str | None:
-    """A one-line description of how two expanded matrices differ, or None if they do not."""
+    """A one-line description of how two expanded matrices differ, or None if they do not. A
+    matrix.json written before input files were kept (no `input_files`) is not compared on them."""
     old = {r["run_id"]: r for r in existing.get("runs", [])}
     new = {r["run_id"]: r for r in wanted["runs"]}
     if existing.get("format") != wanted["format"]:
@@ -376,6 +389,11 @@ def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str |
     if changed:
         keys = [k for k in new[changed[0]] if new[changed[0]][k] != old[changed[0]].get(k)]
         return f"{len(changed)} runs have other settings, e.g. {changed[0]} ({', '.join(keys)})"
+    files, now = existing.get("input_files"), wanted["input_files"]
+    if files is not None and files != now:
+        path = next(p for p in sorted({*files, *now}) if files.get(p) != now.get(p))
+        state = "cannot be read now" if now.get(path) is None else "has changed"
+        return f"the file {path} {state} since these results were made (another hand curriculum)"
     return None
 
 

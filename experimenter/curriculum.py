@@ -139,12 +139,17 @@ def _canonical_tasks(tasks: Sequence[str]) -> tuple[str, ...]:
     return unique
 
 
+class CurriculumChanged(ValueError):
+    """A resume whose curriculum is set up otherwise than the saved run's (e.g. an edited stages
+    file): said as it is, and the run folder left as it was."""
+
+
 def _check_state(state: Mapping[str, Any], name: str, tasks: Sequence[str]) -> None:
     """Refuse a state saved by another kind of curriculum or for another task set."""
     if state.get("name") != name:
-        raise ValueError(f"state is for curriculum {state.get('name')!r}, not {name!r}")
+        raise CurriculumChanged(f"state is for curriculum {state.get('name')!r}, not {name!r}")
     if list(state.get("tasks", [])) != list(tasks):
-        raise ValueError(f"state was saved for other tasks than this {name} curriculum's")
+        raise CurriculumChanged(f"state was saved for other tasks than this {name} curriculum's")
 
 
 class Curriculum(ABC):
@@ -563,17 +568,31 @@ class HandCurriculum(Curriculum):
             "stage": self.stage,
             "window": list(self.window),
             "windows": [stage.window for stage in self.stages],
+            "stages": self._stages_saved(),
             "rng": self._rng_state(),
         }
+
+    def _stages_saved(self) -> list[list[Any]]:
+        """What a resume must find unchanged: each stage's name, tasks and threshold, then the
+        review rate (windows may differ, and are restored from `windows`)."""
+        stages = [[stage.name, list(stage.tasks), stage.threshold] for stage in self.stages]
+        return [*stages, [self.review]]
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the stage, its window, the random generator and the saved stage windows."""
         _check_state(state, self.name, self.tasks)
         if not 0 <= int(state["stage"]) < len(self.stages):
             raise ValueError(f"state stage {state['stage']} is not one of {len(self.stages)}")
+        saved = state.get("stages")  # None in a state saved before the stages were kept
+        if saved is not None and saved != self._stages_saved():
+            raise CurriculumChanged(
+                "the hand curriculum's stages (names, tasks, thresholds or review rate) differ "
+                "from those the run was saved with: its stages file changed, or another was "
+                "given; give that one back to resume, or start a new run"
+            )
         windows = list(state.get("windows", [stage.window for stage in self.stages]))
         if len(windows) != len(self.stages):
-            raise ValueError(
+            raise CurriculumChanged(
                 f"state was saved with {len(windows)} stage windows {windows}, this hand "
                 f"curriculum has {len(self.stages)} stages"
             )

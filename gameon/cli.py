@@ -324,13 +324,14 @@ def experiment(args: Any) -> RunRecord:
 
     for line in estimate_lines([collect_estimate(config)]):  # paid VLM backends: calls and cost
         print(line, flush=True)
+    from gameon.experimenter.curriculum import CurriculumChanged
     from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, VLMRefused
     from gameon.experimenter.vlm.factory import vlm_line
     from gameon.experimenter.vlm_curriculum import BackendSettingError
 
     try:
         record = run_experiment(config, run_dir, progress=args.progress)
-    except (RunFolderInUse, BackendSettingError) as error:
+    except (RunFolderInUse, BackendSettingError, CurriculumChanged) as error:
         raise UsageError(str(error)) from None
     except VLMRefused as error:
         raise UsageError(

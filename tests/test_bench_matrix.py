@@ -168,6 +168,38 @@ def test_two_models_of_one_family_are_two_curricula_with_their_names_in_the_run_
     ]
 
 
+def test_results_made_with_a_stages_file_refuse_it_edited_or_read_from_elsewhere(
+    tmp_path, monkeypatch
+):
+    """Runs record only the path: seed 0 practised one curriculum and seed 1, after an edit,
+    another, pooled in one `hand` row."""
+    stages = tmp_path / "stages.toml"
+    stages.write_text('[[stage]]\nname = "a"\nskills = ["reach"]\nwindow = 3\nthreshold = 0.5\n')
+    monkeypatch.chdir(tmp_path)
+    spec = parse_spec(tiny(curricula=[{"name": "hand", "path": "stages.toml"}]))
+    results = tmp_path / "results"
+    results.mkdir()
+    write_matrix_file(spec, results)
+    write_matrix_file(spec, results)  # unchanged: resumes
+    stages.write_text(stages.read_text().replace("0.5", "0.0"))
+    with pytest.raises(ValueError, match="the file stages.toml has changed since these results"):
+        write_matrix_file(spec, results)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(ValueError, match="the file stages.toml cannot be read now"):
+        write_matrix_file(spec, results)
+
+
+@pytest.mark.parametrize("runs", ["oops", [1, 2], [{"id": 1}], None])
+def test_a_hand_edited_matrix_json_of_another_shape_is_refused_in_one_line(tmp_path, runs):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "matrix.json").write_text(json.dumps({"format": "gameon-matrix-v1", "runs": runs}))
+    with pytest.raises(ValueError, match="matrix.json is not a matrix; move it away"):
+        write_matrix_file(parse_spec(tiny()), results)
+
+
 def test_a_hand_stages_file_reaches_both_protocols_configs(tmp_path, monkeypatch):
     """`path` was an online-only option: under collect the spec was refused with no hint why."""
     stages = tmp_path / "stack_only.toml"

@@ -13,6 +13,7 @@ from gameon.experimenter.curriculum import (
     HAND_CURRICULUM_TOML,
     NO_VLM_USAGE,
     Curriculum,
+    CurriculumChanged,
     FixedCurriculum,
     HandCurriculum,
     LearningProgressCurriculum,
@@ -305,6 +306,18 @@ def test_hand_round_trip_keeps_stage_and_window():
     restored.load_state_dict(state)
     assert (restored.stage, restored.window) == (1, [])
     assert restored.propose_batch(50) == hand.propose_batch(50)
+
+
+def test_hand_state_saved_with_other_stages_is_refused():
+    """A stages file edited between a run's start and its resume went on unnoticed (the stage
+    count and tasks were all that was checked)."""
+    saved = json.loads(json.dumps(HandCurriculum(STAGES, seed=0).state_dict()))
+    easier = [STAGES[0], Stage("lift", tuple(LIFT), window=2, threshold=0.5)]
+    for other in (HandCurriculum(easier, seed=0), HandCurriculum(STAGES, seed=0, review=0.3)):
+        with pytest.raises(CurriculumChanged, match="stages .* differ from those the run was"):
+            other.load_state_dict(saved)
+    del saved["stages"]  # a state saved before the stages were kept
+    HandCurriculum(easier, seed=0).load_state_dict(saved)
 
 
 def test_state_of_another_curriculum_is_refused():
