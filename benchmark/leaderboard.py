@@ -227,6 +227,15 @@ class Board(StrictModel):
     next_number: int | None = None
     """the number of the next entry's id (None on boards made before it was kept)"""
 
+    @model_validator(mode="after")
+    def _ids_are_unique(self) -> Board:
+        """An entry id names one entry (a hand merge of two boards may repeat one)."""
+        ids = [entry.id for entry in self.entries]
+        repeated = sorted({entry_id for entry_id in ids if ids.count(entry_id) > 1})
+        if repeated:
+            raise ValueError(f"entry ids must be unique; repeated: {', '.join(repeated)}")
+        return self
+
 
 @dataclass
 class Submission:

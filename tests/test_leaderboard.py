@@ -374,6 +374,17 @@ def test_a_corrupt_board_is_refused_and_left_alone(board, tmp_path, capsys) -> N
         assert _snapshot(board) == before
 
 
+def test_a_board_that_repeats_an_entry_is_refused_as_corrupt(board, tmp_path) -> None:
+    """A hand merge of two boards listed an entry twice, and `audit` could not pick either."""
+    assert submit(_runs(tmp_path / "lp", LP, "lp"), board).accepted
+    path = board / "leaderboard.json"
+    data = json.loads(path.read_text())
+    data["entries"].append(data["entries"][0])
+    path.write_text(json.dumps(data))
+    with pytest.raises(BoardError, match="entry ids must be unique; repeated: 0001-"):
+        read_board(board)
+
+
 def run_read_only(folder: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
     """Run `gameon ARGV` with `folder` read-only: its mode for a user, a read-only bind mount in
     a private mount namespace for root, whom modes do not stop."""
