@@ -761,17 +761,34 @@ def redo_after_bad_files(run_dir: Path, bad: Sequence[BadFile]) -> dict[str, Any
         "moved_to": str(kept.relative_to(run_dir)),
         "redone_from_iteration": 0,
     }
-    log = run_dir / BAD_FILES_DIR / "report.json"
-    atomic_write(log, json.dumps([*bad_file_reports(run_dir), report], indent=1) + "\n")
+    log = run_dir / BAD_FILES_DIR / BAD_FILES_LOG
+    earlier = bad_file_reports(run_dir)
+    if earlier and UNREADABLE_LOG in earlier[0]:
+        aside = log.with_name(f"{log.stem}.{stamp}.unreadable{log.suffix}")
+        log.rename(aside)
+        earlier = [{UNREADABLE_LOG: f"an unreadable log was moved to {aside.name}"}]
+    atomic_write(log, json.dumps([*earlier, report], indent=1) + "\n")
     return report
 
 
+BAD_FILES_LOG = "report.json"
+UNREADABLE_LOG = "unreadable_log"
+
+
 def bad_file_reports(run_dir: Path) -> list[dict[str, Any]]:
-    """What earlier starts of this run found bad (bad_files/report.json), oldest first."""
-    path = run_dir / BAD_FILES_DIR / "report.json"
+    """What earlier starts of this run found bad (bad_files/report.json), oldest first; one
+    that does not read as a list of reports (a hand edit, a disk fault) is named as such, not
+    a reason to stop the run."""
+    path = run_dir / BAD_FILES_DIR / BAD_FILES_LOG
     if not path.is_file():
         return []
-    return json.loads(path.read_text())
+    try:
+        reports = json.loads(path.read_text())
+    except (OSError, ValueError):
+        reports = None
+    if isinstance(reports, list) and all(isinstance(report, dict) for report in reports):
+        return reports
+    return [{UNREADABLE_LOG: f"{BAD_FILES_DIR}/{BAD_FILES_LOG} is not a list of reports"}]
 
 
 def copy_dataset(run_dir: Path, source: Path, iteration: int) -> Path:

@@ -172,6 +172,25 @@ def test_a_truncated_checkpoint_found_on_resume_is_reported_and_the_run_redone(
     assert file_sha256(checkpoint) == record.checkpoint_sha256
 
 
+def test_an_unreadable_bad_files_log_neither_stops_the_run_nor_is_lost(tmp_path) -> None:
+    """A damaged bad_files/report.json stopped every start of the run with a JSONDecodeError."""
+    run_dir = tmp_path / "run"
+    run_experiment(TINY, run_dir, progress=False)
+    log = run_dir / "bad_files" / "report.json"
+    log.parent.mkdir()
+    log.write_text("{not json")
+    again = run_experiment(TINY, run_dir, progress=False)
+    assert again.extra["bad_files"] == [
+        {"unreadable_log": "bad_files/report.json is not a list of reports"}
+    ]
+    _truncate(_hdf5(run_dir))
+    redone = run_experiment(TINY, run_dir, progress=False)
+    note, report = redone.extra["bad_files"]
+    assert note["unreadable_log"].startswith("an unreadable log was moved to report.")
+    assert (log.parent / note["unreadable_log"].split()[-1]).read_text() == "{not json"
+    assert report["redone_from_iteration"] == 0
+
+
 # -- the audit ----------------------------------------------------------------------------------
 
 
