@@ -23,6 +23,7 @@ from typing import Annotated, Literal
 
 import tyro
 
+from gameon.atomic import out_of_space_line
 from gameon.benchmark.matrix import DEFAULT_PRESET, PRESETS
 from gameon.extras import missing_extra
 
@@ -357,6 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"gameon {name}: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        line = out_of_space_line(error)
+        if line is None:
+            raise
+        print(f"gameon {name}: {line}", file=sys.stderr)
+        return 1
     except ModuleNotFoundError as error:
         line = missing_extra(name, error)
         if line is None:

@@ -6,6 +6,7 @@ datasets, a results folder, a learner's checkpoint and eval.json)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import signal
@@ -89,6 +90,18 @@ def check_writable(folder: str | Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=folder):
         pass
+
+
+def out_of_space_line(error: OSError) -> str | None:
+    """One line for a write that failed on a full disk (or quota), h5py's included, which
+    carries the errno only in its text; None for any other OSError."""
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT) and "No space left" not in str(error):
+        return None
+    where = f" writing {error.filename}" if error.filename else ""
+    return (
+        f"no space left on the disk{where}: free some and run the same command again (what was "
+        "finished or committed is kept, and files are written whole or not at all)"
+    )
 
 
 def _sync_directory(directory: Path) -> None:

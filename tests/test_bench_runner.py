@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import importlib.util
 import io
 import json
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from gameon.atomic import out_of_space_line
 from gameon.benchmark import runner, runs
 from gameon.benchmark.commands import main
 from gameon.benchmark.matrix import expand, load_spec
@@ -75,6 +77,28 @@ def command(spec: Path, results: Path, *options: str) -> list[str]:
 
 def records(results: Path) -> dict[str, Path]:
     return {p.parent.name: p for p in sorted(results.glob(f"*/{RECORD_FILE}"))}
+
+
+def test_a_full_disk_is_one_line_saying_what_to_do(tmp_path, capsys, monkeypatch):
+    """It was a traceback ending in `OSError: [Errno 28]` after the plan line."""
+    results = tmp_path / "results"
+
+    def full(spec, results_dir):
+        raise OSError(errno.ENOSPC, "No space left on device", str(results_dir / "matrix.json"))
+
+    monkeypatch.setattr(runner, "write_matrix_file", full)
+    assert main(command(spec_file(tmp_path), results)) == 1
+    assert capsys.readouterr().err == (
+        f"gameon bench run: no space left on the disk writing {results / 'matrix.json'}: free "
+        "some and run the same command again (what was finished or committed is kept, and files "
+        "are written whole or not at all)\n"
+    )
+    h5py_style = OSError(
+        "Can't write data (file write failed: errno = 28, "
+        "error message = 'No space left on device')"
+    )
+    assert out_of_space_line(h5py_style).startswith("no space left on the disk: free some")
+    assert out_of_space_line(OSError(errno.EACCES, "Permission denied")) is None
 
 
 def test_online_matrix_writes_valid_records(tmp_path, capsys):
