@@ -81,6 +81,7 @@ from gameon.benchmark.leaderboard import (
     write_board,
 )
 from gameon.evaluation import SUITE_SEED
+from gameon.integrity import input_file_digests
 from gameon.records import RANKED_MODE, Evaluation, RunRecord, load_record
 
 AUDIT_ROOT = Path("runs") / "audit"
@@ -343,6 +344,7 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
             f"absent from the record, so run with their defaults, which do what runs did before "
             f"them: {', '.join(absent)}"
         )
+    _check_input_files(record)
     if isinstance(raw.get("hidden"), list):
         raw["hidden"] = tuple(raw["hidden"])
     config = cls(**raw)
@@ -362,6 +364,20 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
         ) from None
     start = _start_iterations(record, config, notes)
     return Plan(record.protocol, record.learner, config, notes, start)
+
+
+def _check_input_files(record: RunRecord) -> None:
+    """NotAuditable where a file the run read by path (its hand curriculum's stages) reads
+    otherwise here: a re-run would train on other stages and be judged not to reproduce."""
+    recorded = record.training.input_files if record.training else {}
+    here = input_file_digests(recorded)
+    for path, digest in recorded.items():
+        if here[path] != digest:
+            state = "is missing" if here[path] is None else "holds other contents"
+            raise NotAuditable(
+                f"the run read {path} (sha256 {str(digest)[:12]}...), which here ({Path.cwd()}) "
+                f"{state}: audit from the folder the run was made in, or put that file there"
+            )
 
 
 def _start_iterations(record: RunRecord, config: Any, notes: list[str]) -> int | None:

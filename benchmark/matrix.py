@@ -35,7 +35,6 @@ without `add_skills = false` are refused, vlm with two `model`s are two rows.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import itertools
 import os
@@ -60,6 +59,7 @@ from gameon.envs import ENV_IDS
 from gameon.experimenter.curricula import CURRICULA
 from gameon.experimenter.loop import LEARNERS as COLLECT_LEARNERS
 from gameon.experimenter.vlm.factory import BACKENDS, FREE_BACKENDS, vlm_label
+from gameon.integrity import input_file_digests
 
 try:
     import tomllib
@@ -539,22 +539,15 @@ def spec_dict(spec: MatrixSpec) -> dict[str, Any]:
 
 
 def input_files(runs: Sequence[RunSpec]) -> dict[str, str | None]:
-    """The sha256 of each hand curriculum's stages file the runs read (None: no file there), by
-    the path as given: runs record only the path, so an edited file, or the same relative path
-    read from another folder, would otherwise mix two curricula under one label."""
-    paths = set()
-    for run in runs:
-        for path in (run.curriculum.options.get("path"), run.settings.get("hand_curriculum")):
-            if isinstance(path, str):
-                paths.add(path)
-    return {path: _sha256(Path(path)) for path in sorted(paths)}
-
-
-def _sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
+    """The sha256 of each hand curriculum's stages file the runs read (`input_file_digests`):
+    runs record only the path, so an edited file, or the same relative path read from another
+    folder, would otherwise mix two curricula under one label."""
+    paths = [
+        path
+        for run in runs
+        for path in (run.curriculum.options.get("path"), run.settings.get("hand_curriculum"))
+    ]
+    return input_file_digests(paths)
 
 
 # -- configs the runs will use ----------------------------------------------------------------

@@ -19,6 +19,7 @@ import importlib.metadata
 import json
 import platform
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,19 @@ def file_sha256(path: str | Path) -> str:
         while chunk := file.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def input_file_digests(paths: Iterable[str | None]) -> dict[str, str | None]:
+    """The sha256 of each file a run reads by a path of its settings (a hand curriculum's stages
+    file), keyed by the path as given, None where none can be read: a path alone would let an
+    edited file, or the same relative path read from another folder, pass for the same input."""
+    digests: dict[str, str | None] = {}
+    for path in sorted({path for path in paths if isinstance(path, str)}):
+        try:
+            digests[path] = file_sha256(path)
+        except OSError:
+            digests[path] = None
+    return digests
 
 
 def folder_files(folder: str | Path) -> list[Path]:

@@ -37,6 +37,7 @@ from gameon.integrity import (
     checkpoint_evidence,
     folder_sha256,
     git_commit,
+    input_file_digests,
     platform_info,
     versions,
 )
@@ -165,6 +166,9 @@ class Training(StrictModel):
     transcript: str | None = None
     """vlm curriculum: the model's transcript.jsonl, relative to the run folder (an audit replays
     it)"""
+    input_files: dict[str, str | None] = Field(default_factory=dict)
+    """the sha256 of each file the config names by path (a hand curriculum's stages file), by
+    that path as given (relative ones from the run's working folder); an audit reads the same"""
     start_iterations: int | None = Field(default=None, ge=0)
     """collect: the iterations the run was started with, which its curriculum's budget was sized
     from (hand's `window_share` windows); fewer than config's `iterations` where it was extended
@@ -342,7 +346,9 @@ def build_record(
         checkpoint=_relative(checkpoint, run_dir),
         **checkpoint_evidence(checkpoint),
         dataset_sha256=None if dataset is None else folder_sha256(dataset),
-        training=training,
+        training=training.model_copy(
+            update={"input_files": input_file_digests([training.config.get("hand_curriculum")])}
+        ),
         platform=platform_info(),
         extra=extra,
     )

@@ -811,6 +811,36 @@ def test_an_extended_hand_run_audits_as_it_was_made(
     )
 
 
+def test_an_audit_refuses_a_stages_file_that_reads_otherwise_than_the_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record held only the stages file's path: an audit run from another folder trained on
+    that folder's file and marked an honest run "not reproduced" for good."""
+    from gameon.benchmark.audit import NotAuditable, plan_rerun
+    from gameon.integrity import file_sha256
+
+    monkeypatch.chdir(tmp_path)
+    Path("stages.toml").write_text(SHARED_WINDOWS)
+    config = replace(
+        TINY,
+        practice_env_id="GameOn/MultiSkill-v0",
+        eval_env_id="GameOn/Reach-v0",
+        curriculum="hand",
+        hand_curriculum="stages.toml",
+        collector="expert",
+        episodes_per_iteration=4,
+    )
+    record = run_experiment(config, Path("run"), progress=False)
+    assert record.training.input_files == {"stages.toml": file_sha256("stages.toml")}
+    plan_rerun(record, Path("run"))
+    Path("stages.toml").write_text(SHARED_WINDOWS.replace("0.8", "0.5"))
+    with pytest.raises(NotAuditable, match="the run read stages.toml .* holds other contents"):
+        plan_rerun(record, Path("run"))
+    monkeypatch.chdir(tmp_path / "run")
+    with pytest.raises(NotAuditable, match="stages.toml .* is missing: audit from the folder"):
+        plan_rerun(record, tmp_path / "run")
+
+
 def test_every_published_collect_v2_run_can_be_planned_for_an_audit_here() -> None:
     """Config fields added since the published runs were made (their defaults doing what those
     runs did, e.g. vlm_timeout and vlm_retries) leave them auditable at this commit."""
