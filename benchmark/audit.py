@@ -456,6 +456,12 @@ def comparison_mode(record: RunRecord) -> tuple[str, list[str]]:
             reasons.append(
                 f"{package} {record.versions.get(package)} in the record, {mine.get(package)} here"
             )
+    setups = record.extra.get("setups", [])
+    if len(setups) > 1:
+        reasons.append(
+            f"the run was resumed under {len(setups) - 1} other setup(s) (commit, versions or "
+            "machine) than it started with, and the record names only the last"
+        )
     commit = git_commit()
     if record.git_commit != commit:
         claimed, here_commit = (record.git_commit or "none")[:7], (commit or "none")[:7]

@@ -151,6 +151,9 @@ from gameon.integrity import (
     check_hashes,
     file_sha256,
     folder_files,
+    git_commit,
+    platform_info,
+    versions,
 )
 from gameon.plots import skill_curves_png
 from gameon.records import (
@@ -775,6 +778,44 @@ BAD_FILES_LOG = "report.json"
 UNREADABLE_LOG = "unreadable_log"
 
 
+def run_setup() -> dict[str, Any]:
+    """What this process runs under and a record names (commit, package versions, machine with
+    its BLAS and torch kernels): a resume under another gives other numbers from then on."""
+    return {"git_commit": git_commit(), "versions": versions(), "platform": platform_info()}
+
+
+def run_setups(run_dir: Path) -> list[dict[str, Any]]:
+    """The distinct setups the run's starts and resumes ran under (STARTED_FILE), first first;
+    none for a run started before they were kept."""
+    try:
+        setups = json.loads((run_dir / STARTED_FILE).read_text()).get("setups", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return setups if isinstance(setups, list) else []
+
+
+def note_setup(run_dir: Path, setup: dict[str, Any]) -> None:
+    """Keep a resume's setup beside the earlier ones, saying on stderr when it is another: the
+    record names the last, and an audit compares a run of several setups by tolerance."""
+    setups = run_setups(run_dir)
+    if not setups or setup in setups:
+        return
+    first = setups[0]
+    differ = [key for key in ("git_commit", "versions", "platform") if first.get(key) != setup[key]]
+    print(
+        f"resuming {run_dir} under another {', '.join(differ)} than it started with: what it "
+        "does from here on may differ from an uninterrupted run's, its record names this setup "
+        "and lists the others, and an audit compares it by tolerance, not bitwise (to keep it "
+        "whole, resume under the first)",
+        file=sys.stderr,
+        flush=True,
+    )
+    started = json.loads((run_dir / STARTED_FILE).read_text())
+    atomic_write(
+        run_dir / STARTED_FILE, json.dumps({**started, "setups": [*setups, setup]}, indent=2)
+    )
+
+
 def bad_file_reports(run_dir: Path) -> list[dict[str, Any]]:
     """What earlier starts of this run found bad (bad_files/report.json), oldest first; one
     that does not read as a list of reports (a hand edit, a disk fault) is named as such, not
@@ -1180,6 +1221,7 @@ def run_record(config: LoopConfig, state: CollectState, run_dir: Path) -> RunRec
         training=training_of(config, state, run_dir),
         extra={
             **({"bad_files": bad_file_reports(run_dir)} if bad_file_reports(run_dir) else {}),
+            **({"setups": run_setups(run_dir)} if len(run_setups(run_dir)) > 1 else {}),
             "practice_env_id": config.practice_env_id,
             "config": asdict(config),
             "stopped": stopped,
@@ -1364,8 +1406,12 @@ def _run_in_folder(config: LoopConfig, run_dir: Path, progress: bool) -> RunReco
     note = mastered_note(config, run_dir, state)
     if note is not None:  # before the progress bars, which would draw over it
         print(note, file=sys.stderr, flush=True)
+    setup = run_setup()
     if state is None:
-        atomic_write(run_dir / STARTED_FILE, json.dumps({"config": asdict(config)}, indent=2))
+        started = {"config": asdict(config), "setups": [setup]}
+        atomic_write(run_dir / STARTED_FILE, json.dumps(started, indent=2))
+    else:
+        note_setup(run_dir, setup)
     curriculum = make_loop_curriculum(config, run_dir)
     if state is None:
         library = default_library(noise=config.seed_noise)

@@ -191,6 +191,28 @@ def test_an_unreadable_bad_files_log_neither_stops_the_run_nor_is_lost(tmp_path)
     assert report["redone_from_iteration"] == 0
 
 
+def test_a_run_resumed_under_another_setup_says_so_and_is_audited_by_tolerance(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """Its record named only the last setup, and the audit called the comparison bitwise."""
+    from gameon.benchmark.audit import comparison_mode
+    from gameon.experimenter import loop
+
+    run_dir = tmp_path / "run"
+    first = run_experiment(TINY, run_dir, progress=False)
+    assert "setups" not in first.extra and comparison_mode(first)[0] == "bitwise"
+    setup = loop.run_setup()
+    other = {**setup, "platform": {**setup["platform"], "torch_cpu": "AVX2"}}
+    monkeypatch.setattr(loop, "run_setup", lambda: other)
+    extended = run_experiment(
+        replace(TINY, iterations=TINY.iterations + 1), run_dir, progress=False
+    )
+    assert "under another platform than it started with" in capsys.readouterr().err
+    assert extended.extra["setups"] == [setup, other]
+    mode, reasons = comparison_mode(extended)
+    assert mode == "tolerance" and "resumed under 1 other setup(s)" in " ".join(reasons)
+
+
 # -- the audit ----------------------------------------------------------------------------------
 
 
