@@ -824,8 +824,12 @@ def _schedule(
                     with defer_signals():  # a run is always pending or active, never neither
                         run, attempt, errors = pending.popleft()
                         run_dir = results_dir / run.run_id
-                        prepare(run, run_dir)
-                        handle = launcher.start(run_dir, attempt)
+                        try:
+                            prepare(run, run_dir)
+                            handle = launcher.start(run_dir, attempt)
+                        except BaseException:  # a full disk: pending again, to be counted
+                            pending.appendleft((run, attempt, errors))
+                            raise
                         active.append(_Active(run, attempt, handle, time.monotonic(), errors))
                 for item in list(active):
                     polled = launcher.poll(item.handle)
@@ -835,7 +839,11 @@ def _schedule(
                         launcher.check_after_failure()
                     with defer_signals():  # active, then pending again or counted: never lost
                         active.remove(item)
-                        result = _finish(item, polled, results_dir, options, pending, console)
+                        try:
+                            result = _finish(item, polled, results_dir, options, pending, console)
+                        except BaseException:  # its error.txt unwritable: counted as stopped
+                            pending.appendleft((item.run, item.attempt, item.errors))
+                            raise
                         ended = [] if result is None else [result]
                         if polled[0] == REFUSED_STATUS:
                             ended += _skip_refused(item.run, results_dir, pending, console)

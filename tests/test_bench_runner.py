@@ -101,6 +101,27 @@ def test_a_full_disk_is_one_line_saying_what_to_do(tmp_path, capsys, monkeypatch
     assert out_of_space_line(OSError(errno.EACCES, "Permission denied")) is None
 
 
+def test_a_disk_that_fills_between_runs_loses_no_run_from_the_count(tmp_path, capsys, monkeypatch):
+    """The run being prepared when the disk filled was in none of the summary's counts."""
+    results = tmp_path / "results"
+    prepared = []
+
+    def prepare(run, run_dir):
+        if prepared:
+            raise OSError(errno.ENOSPC, "No space left on device", str(run_dir / "run.json"))
+        prepared.append(run.run_id)
+        return real_prepare(run, run_dir)
+
+    real_prepare = runner.prepare
+    monkeypatch.setattr(runner, "prepare", prepare)
+    assert main(command(spec_file(tmp_path), results, "--workers", "1")) == 1
+    captured = capsys.readouterr()
+    assert "1 runs done now, 0 finished before, 0 failed, 0 interrupted, 1 not started" in (
+        captured.out
+    )
+    assert "no space left on the disk writing" in captured.err
+
+
 def test_online_matrix_writes_valid_records(tmp_path, capsys):
     results = tmp_path / "results"
     assert main(command(spec_file(tmp_path), results, "--workers", "2")) == 0
