@@ -157,15 +157,40 @@ def _torch_cpu_capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
+CODE_PATHS = (":(top)*.py", ":(top)*.toml", ":(top,exclude)results")
+"""The checkout's code as git pathspecs, from its top whatever folder git runs in."""
+SOURCE_CHANGES = "gameon-rl uncommitted changes"
+"""The versions key of a checkout's uncommitted source changes (absent when there are none)."""
+
+
 def versions() -> dict[str, str | None]:
-    """Installed versions of the packages a run's numbers depend on."""
+    """Installed versions of the packages a run's numbers depend on, and a digest of the
+    checkout's uncommitted source changes where it has some (`source_changes`)."""
     found = {}
     for package in ("gameon-rl", "mujoco", "gymnasium", "torch", "minari", "numpy"):
         try:
             found[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             found[package] = None
+    changes = source_changes()
+    if changes is not None:
+        found[SOURCE_CHANGES] = changes
     return found
+
+
+def source_changes(root: str | Path | None = None) -> str | None:
+    """A digest of the uncommitted changes to the checkout's tracked code (.py and .toml files,
+    results/ left out), None for a clean tree or no checkout: a commit alone does not name the
+    code of a run made in an edited tree."""
+    where = Path(root) if root is not None else Path(gameon.__file__).resolve().parent
+    command = ["git", "diff", "HEAD", "--binary", "--", *CODE_PATHS]
+    try:
+        result = subprocess.run(command, cwd=where, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0 or not result.stdout:
+        return None
+    return hashlib.sha256(result.stdout).hexdigest()[:16]
 
 
 def git_commit() -> str | None:

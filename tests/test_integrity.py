@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from gameon.integrity import check_checkpoint
+from gameon.integrity import check_checkpoint, source_changes
 
 
 @pytest.mark.parametrize(
@@ -32,3 +33,33 @@ def test_a_checkpoint_that_is_not_one_is_named_once_with_its_problem(
     (tmp_path / "folder").mkdir()
     path = tmp_path / name
     assert str(check_checkpoint(path)) == f"{path}: {problem}"
+
+
+def test_uncommitted_code_changes_are_named_by_a_digest(tmp_path: Path) -> None:
+    """A record named its commit alone, though made in an edited tree: code edits anywhere in
+    the checkout change the digest; untracked files, other files and results/ do not."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    for path, text in {
+        "pkg/a.py": "a = 1\n",
+        "other/b.toml": "b = 1\n",
+        "results/c.py": "c\n",
+    }.items():
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text(text)
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.email=a@b.c", "-c", "user.name=n", "commit", "-qm", "start")
+    package = tmp_path / "pkg"
+    assert source_changes(package) is None
+    (tmp_path / "results" / "c.py").write_text("changed\n")
+    (tmp_path / "notes.txt").write_text("untracked\n")
+    assert source_changes(package) is None
+    (tmp_path / "other" / "b.toml").write_text("b = 2\n")
+    first = source_changes(package)
+    assert first is not None and len(first) == 16
+    (tmp_path / "other" / "b.toml").write_text("b = 3\n")
+    assert source_changes(package) not in (None, first)
+    assert source_changes("/") is None  # no checkout
