@@ -283,6 +283,7 @@ def copy_infos(infos: dict[str, Any]) -> dict[str, Any]:
 
 
 SCALARS = (bool, int, float, str, np.generic)
+FLOATS = (float, np.floating)
 
 
 def same_info(info: Mapping[str, Any], previous: Mapping[str, Any] | None) -> bool:
@@ -294,7 +295,7 @@ def same_info(info: Mapping[str, Any], previous: Mapping[str, Any] | None) -> bo
         before = previous[key]
         if type(value) is not type(before) or not isinstance(value, SCALARS) or value != before:
             return False
-        signed_zero = value == 0 and isinstance(value, float | np.floating)
+        signed_zero = value == 0 and isinstance(value, FLOATS)
         if signed_zero and math.copysign(1.0, value) != math.copysign(1.0, before):
             return False
     return True

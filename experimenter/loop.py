@@ -181,6 +181,10 @@ LEARNERS = ("bc", "iql")
 COLLECTORS = ("learned", "mixed", "demo", "expert")
 BAD_FILES_DIR = "bad_files"
 """Where a run whose committed files are bad keeps them (see the module docstring)."""
+BAD_FILES_LOG = "report.json"
+"""In BAD_FILES_DIR: what each re-done start found (`bad_file_reports`)."""
+UNREADABLE_LOG = "unreadable_log"
+"""The key of the entry that stands for a BAD_FILES_LOG which does not read as one."""
 RUN_LOCK_FILE = ".run.lock"
 """Held by the process running in a folder (`claim_run_folder`)."""
 KEPT_ON_REDO = ("run.json", "run.log", "error.txt", BAD_FILES_DIR, RUN_LOCK_FILE)
@@ -774,30 +778,33 @@ def redo_after_bad_files(run_dir: Path, bad: Sequence[BadFile]) -> dict[str, Any
     return report
 
 
-BAD_FILES_LOG = "report.json"
-UNREADABLE_LOG = "unreadable_log"
-
-
 def run_setup() -> dict[str, Any]:
     """What this process runs under and a record names (commit, package versions, machine with
     its BLAS and torch kernels): a resume under another gives other numbers from then on."""
     return {"git_commit": git_commit(), "versions": versions(), "platform": platform_info()}
 
 
-def run_setups(run_dir: Path) -> list[dict[str, Any]]:
-    """The distinct setups the run's starts and resumes ran under (STARTED_FILE), first first;
-    none for a run started before they were kept."""
+def _started(run_dir: Path) -> dict[str, Any]:
+    """STARTED_FILE's contents, empty where it does not read as a JSON object."""
     try:
-        setups = json.loads((run_dir / STARTED_FILE).read_text()).get("setups", [])
-    except (OSError, ValueError, AttributeError):
-        return []
+        started = json.loads((run_dir / STARTED_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return started if isinstance(started, dict) else {}
+
+
+def run_setups(run_dir: Path, started: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The distinct setups the run's starts and resumes ran under (STARTED_FILE, or `started`,
+    its contents), first first; none for a run started before they were kept."""
+    setups = (_started(run_dir) if started is None else started).get("setups", [])
     return setups if isinstance(setups, list) else []
 
 
 def note_setup(run_dir: Path, setup: dict[str, Any]) -> None:
     """Keep a resume's setup beside the earlier ones, saying on stderr when it is another: the
     record names the last, and an audit compares a run of several setups by tolerance."""
-    setups = run_setups(run_dir)
+    started = _started(run_dir)
+    setups = run_setups(run_dir, started)
     if not setups or setup in setups:
         return
     first = setups[0]
@@ -810,7 +817,6 @@ def note_setup(run_dir: Path, setup: dict[str, Any]) -> None:
         file=sys.stderr,
         flush=True,
     )
-    started = json.loads((run_dir / STARTED_FILE).read_text())
     atomic_write(
         run_dir / STARTED_FILE, json.dumps({**started, "setups": [*setups, setup]}, indent=2)
     )
@@ -1171,6 +1177,7 @@ def run_record(config: LoopConfig, state: CollectState, run_dir: Path) -> RunRec
     stopped = state.stopped or ("budget" if budget_spent else "interrupted")
     history = state.history
     env_steps = sum(h.get("env_steps", 0) for h in history)
+    bad_files, setups = bad_file_reports(run_dir), run_setups(run_dir)
     return build_record(
         run_dir=run_dir,
         run_id=run_dir.resolve().name,
@@ -1220,8 +1227,8 @@ def run_record(config: LoopConfig, state: CollectState, run_dir: Path) -> RunRec
         dataset=run_dir / state.dataset.root,
         training=training_of(config, state, run_dir),
         extra={
-            **({"bad_files": bad_file_reports(run_dir)} if bad_file_reports(run_dir) else {}),
-            **({"setups": run_setups(run_dir)} if len(run_setups(run_dir)) > 1 else {}),
+            **({"bad_files": bad_files} if bad_files else {}),
+            **({"setups": setups} if len(setups) > 1 else {}),
             "practice_env_id": config.practice_env_id,
             "config": asdict(config),
             "stopped": stopped,
