@@ -26,9 +26,11 @@ Minari's `DataCollector` needs jax to buffer steps, so episodes are buffered as 
 written by `write_episodes` (with `minari.create_dataset_from_buffers`) once collected: the seed
 datasets here and the experimenter's embodiment alike. A new version of a dataset is built in a
 hidden staging folder beside it and swapped in with renames under a lock, so an interrupted write
-loses nothing and two writers never interleave. Episodes are appended to a dataset only if they
-were played with its env spec's env id, step limit and kwargs and in its spaces; a dataset
-written before its eval env spec carried the kwargs gets them on its next append.
+loses nothing and two writers never interleave. Every episode's arrays are checked against the
+env's spaces before anything is written, and image observations are stored losslessly (Minari
+would JPEG-encode them). Episodes are appended to a dataset only if they were played with its env
+spec's env id, step limit, kwargs and added wrappers and in its spaces; a dataset written before
+its eval env spec carried the kwargs gets them on its next append.
 Nothing is ever downloaded: loading uses `minari.load_dataset(..., download=False)`.
 """
 
@@ -304,6 +306,8 @@ def write_episodes(
         raise ValueError(f"unknown existing {existing!r}; accepted: {', '.join(EXISTING)}")
     if not episodes:
         raise ValueError("no episodes to record")
+    _check_episodes(env, episodes)
+    spec_json(env)
     root = root_folder(datasets_path)
     target = root / dataset_id
     check_datasets_folder(target.parent)
@@ -331,6 +335,84 @@ def write_episodes(
     return target
 
 
+def _check_episodes(env: gym.Env, episodes: Sequence[Episode]) -> None:
+    """ValueError, before anything is written, unless each episode holds n >= 1 steps (n + 1
+    observations, n actions, rewards, terminations, truncations and infos) of `env`'s spaces'
+    shapes: `load` refuses such an episode, and one appended makes the whole dataset unreadable."""
+    for index, episode in enumerate(episodes):
+        problem = _episode_problem(episode.buffer, env.observation_space, env.action_space)
+        if problem:
+            raise ValueError(
+                f"episode {index} of those to write {problem}; nothing was written (an episode of "
+                "n >= 1 steps holds n + 1 observations and n actions, rewards, terminations, "
+                "truncations and infos, each of the env's spaces)"
+            )
+
+
+def _episode_problem(
+    buffer: EpisodeBuffer, observation_space: gym.Space, action_space: gym.Space
+) -> str:
+    """What is wrong with one episode's arrays, or "" if nothing is."""
+    actions = np.asarray(buffer.actions)
+    steps = len(actions)
+    if steps < 1:
+        return "has no steps"
+    for name in ("rewards", "terminations", "truncations"):
+        if len(getattr(buffer, name)) != steps:
+            return f"has {steps} actions but {len(getattr(buffer, name))} {name}"
+    for name, values in _leaves(buffer.infos, "infos"):
+        if len(values) != steps:
+            return f"has {steps} actions but {len(values)} {name}"
+    if actions.shape[1:] != action_space.shape:
+        return f"has actions of shape {actions.shape[1:]}, not the env's {action_space.shape}"
+    if not np.isfinite(actions.astype(np.float64, copy=False)).all():
+        return "has actions that are not finite numbers"
+    observations = buffer.observations
+    if isinstance(observation_space, gym.spaces.Dict):
+        if not isinstance(observations, dict) or set(observations) != set(observation_space):
+            keys = sorted(observations) if isinstance(observations, dict) else "an array"
+            return f"has observations {keys}, not the env's {sorted(observation_space)}"
+        parts = {
+            key: (np.asarray(observations[key]), observation_space[key]) for key in observations
+        }
+    elif isinstance(observations, dict):
+        return f"has observations {sorted(observations)}, not the env's {observation_space}"
+    else:
+        parts = {"": (np.asarray(observations), observation_space)}
+    for key, (values, space) in parts.items():
+        name = f"observations[{key!r}]" if key else "observations"
+        if len(values) != steps + 1:
+            return f"has {steps} actions but {len(values)} {name}"
+        if space.shape is not None and values.shape[1:] != space.shape:
+            return f"has {name} of shape {values.shape[1:]}, not the env's {space.shape}"
+    return ""
+
+
+def _leaves(infos: Any, name: str) -> Iterator[tuple[str, Any]]:
+    """Each per-step array of a (nested) infos dict, with its name."""
+    if isinstance(infos, dict):
+        for key, value in infos.items():
+            yield from _leaves(value, f"{name}[{key!r}]")
+    elif infos is not None:
+        yield name, infos
+
+
+def spec_json(env: gym.Env) -> str | None:
+    """The env's spec as JSON, which Minari stores so `recover_environment` can remake the env;
+    ValueError if a wrapper's argument cannot be written (a function, e.g. TransformReward's)."""
+    if env.spec is None:
+        return None
+    try:
+        return env.spec.to_json()
+    except (TypeError, ValueError) as error:
+        wrappers = ", ".join(w.name for w in env.spec.additional_wrappers) or "none"
+        raise ValueError(
+            f"the env's spec cannot be stored with the dataset ({error}; its wrappers: "
+            f"{wrappers}): Minari keeps it so recover_environment() can remake the env; give "
+            "wrappers arguments JSON can hold (no functions), or write the unwrapped env's episodes"
+        ) from None
+
+
 def _create(
     env: gym.Env, stage: Path, dataset_id: str, episodes: Sequence[Episode], info: DatasetInfo
 ) -> None:
@@ -345,6 +427,7 @@ def _create(
             buffer=[replace(e.buffer, id=i) for i, e in enumerate(episodes)],
             env=env,
             eval_env=env.spec if env.spec is not None else info.env_id,
+            jpeg_encoding=False,
             algorithm_name=info.algorithm_name,
             author=info.author,
             author_email="n/a",
@@ -357,14 +440,23 @@ def _create(
 
 NOT_GIVEN = "not given (the env's default)"
 """How a refused append names an env kwarg that one side's spec does not record."""
+NOT_ABOUT_THE_EPISODES = ("render_mode",)
+"""Env kwargs that change how an env may be watched, not its episodes: an append ignores them."""
 
 
 def _env_settings(spec_json: str | None) -> dict[str, Any]:
-    """What a JSON env spec says about how its episodes were played: env id, step limit, kwargs."""
+    """What a JSON env spec says about how its episodes were played: env id, step limit, kwargs
+    and the wrappers `gym.make` was not asked for (e.g. a ClipReward around the env)."""
     if spec_json is None:
         return {}
     spec = json.loads(spec_json)
-    return {"env_id": spec["id"], "max_episode_steps": spec["max_episode_steps"], **spec["kwargs"]}
+    kwargs = {k: v for k, v in spec["kwargs"].items() if k not in NOT_ABOUT_THE_EPISODES}
+    return {
+        "env_id": spec["id"],
+        "max_episode_steps": spec["max_episode_steps"],
+        "additional_wrappers": spec.get("additional_wrappers") or [],
+        **kwargs,
+    }
 
 
 def _defaults(env_id: str) -> dict[str, Any]:
@@ -403,7 +495,7 @@ def _mismatch(env: gym.Env, storage: MinariStorage, old: dict[str, Any]) -> str:
     """How `env` differs from the env a dataset's episodes were played in (`old`, its spec's
     `_env_settings`, then its spaces), or "" if it does not. A kwarg one side leaves out matches
     the other's only if that is the env's default."""
-    new = _env_settings(env.spec.to_json() if env.spec is not None else None)
+    new = _env_settings(spec_json(env))
     defaults = _defaults(new["env_id"]) if "env_id" in new else {}
     missing = object()
     differences = [
@@ -442,6 +534,12 @@ def _check_appendable(env: gym.Env, target: Path, dataset_id: str) -> dict[int, 
             "collect's --overwrite)"
         )
     sidecar = target / EPISODES_FILE
+    if not sidecar.is_file() and storage.total_episodes:
+        raise ValueError(
+            f"cannot append to dataset {dataset_id}: it has no {sidecar}, so the records of its "
+            f"{storage.total_episodes} episodes would be lost; restore that file, or write these "
+            "episodes to a new dataset id"
+        )
     try:
         records = _read_records(sidecar, dataset_id) if sidecar.is_file() else {}
     except ValueError as error:
@@ -537,7 +635,11 @@ def _ensure_namespace(dataset_id: str, root: Path) -> None:
     namespace = dataset_id.rsplit("/", 1)[0]
     with datasets_root(root):
         if namespace not in list_local_namespaces():
-            create_namespace(namespace)
+            try:
+                create_namespace(namespace)
+            except ValueError:  # another writer made it first (Minari: "already exists")
+                if namespace not in list_local_namespaces():
+                    raise
 
 
 FAILED_POLICIES = ("random", "noisy-expert")
@@ -558,11 +660,22 @@ def _check_args(args: Args) -> None:
         )
     if not 0.0 <= args.failed_fraction <= 1.0:
         raise ValueError(f"failed_fraction must be in [0, 1], got {args.failed_fraction}")
+    if args.failed_fraction > 0 and failed_episodes(args) == 0:
+        raise ValueError(
+            f"failed_fraction {args.failed_fraction} of {args.episodes_per_skill} episodes per "
+            "skill rounds to no failed episode; raise failed_fraction or episodes_per_skill"
+        )
     for noise in (args.noise, args.failed_noise, *args.noise_levels):
         if not (math.isfinite(noise) and noise >= 0):
             raise ValueError(f"noise levels must be finite numbers >= 0, got {noise}")
     if args.seed < 0:
         raise ValueError(f"seed must be >= 0, got {args.seed}")
+
+
+def failed_episodes(args: Args) -> int:
+    """How many of each skill's episodes `failed_policy` plays: failed_fraction of them, rounded
+    to the nearest whole number (halves to even)."""
+    return int(round(args.failed_fraction * args.episodes_per_skill))
 
 
 def check_not_a_file(target: Path, dataset_id: str) -> None:
@@ -654,7 +767,7 @@ def collect(args: Args) -> minari.MinariDataset:
     env = gym.make(args.env_id, reward_mode=args.reward_mode)
     colours = env.unwrapped.colours
     rng = np.random.default_rng(args.seed)
-    n_failed = int(round(args.failed_fraction * args.episodes_per_skill))
+    n_failed = failed_episodes(args)
     buffers, records = [], {}
     start = time.perf_counter()
     with Progress(disable=not args.progress, transient=True) as progress:
@@ -719,7 +832,8 @@ def collect(args: Args) -> minari.MinariDataset:
             f"Scripted-expert episodes of {args.env_id} ({', '.join(skills)}), "
             f"{args.episodes_per_skill} per skill, expert noise "
             f"{list(args.noise_levels) or [args.noise]}, failed fraction "
-            f"{args.failed_fraction} ({args.failed_policy}), {args.reward_mode} rewards."
+            f"{args.failed_fraction} ({n_failed} of {args.episodes_per_skill} per skill played by "
+            f"{args.failed_policy}), {args.reward_mode} rewards."
         ),
         gameon={
             "env_id": args.env_id,

@@ -7,6 +7,8 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import gymnasium as gym
@@ -16,6 +18,8 @@ import pytest
 pytest.importorskip("tyro")
 pytest.importorskip("minari")
 pytest.importorskip("h5py", reason="Minari's HDF5 storage needs h5py (minari[hdf5])")
+
+from minari.data_collector.episode_buffer import EpisodeBuffer  # noqa: E402
 
 from gameon.baselines import datasets  # noqa: E402
 
@@ -356,7 +360,22 @@ def test_appending_episodes_of_other_spaces_is_refused(
     before = contents(tmp_path / DENSE)
     env = gym.make("GameOn/Reach-v0", reward_mode="dense")
     episode = random_episode(env)
-    setattr(env, space, gym.spaces.Box(-1.0, 1.0, (4,), np.float32))
+    if space == "action_space":  # as a wrapper would: the env's actions, and so the episode's
+        env.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        episode = replace(
+            episode, buffer=replace(episode.buffer, actions=episode.buffer.actions[:, :4])
+        )
+    else:
+        state = env.observation_space["state"]
+        env.observation_space = gym.spaces.Dict(
+            {
+                **env.observation_space.spaces,
+                "state": gym.spaces.Box(-np.inf, np.inf, (state.shape[0] - 1,)),
+            }
+        )
+        observations = episode.buffer.observations
+        observations = {**observations, "state": observations["state"][:, :-1]}
+        episode = replace(episode, buffer=replace(episode.buffer, observations=observations))
     with pytest.raises(ValueError) as error:
         datasets.write_episodes(env, DENSE, [episode], INFO, tmp_path)
     env.close()
@@ -423,3 +442,173 @@ def test_collect_refuses_a_dataset_left_aside_by_an_interrupted_overwrite_before
         f"dataset {DENSE} already exists at {old}, where an interrupted overwrite left it; pass "
         "--overwrite to replace it or choose another --dataset-id"
     )
+
+
+def _without_final_observation(buffer: EpisodeBuffer) -> EpisodeBuffer:
+    return replace(buffer, observations={k: v[:-1] for k, v in buffer.observations.items()})
+
+
+@pytest.mark.parametrize(
+    ("spoil", "problem"),
+    [
+        (_without_final_observation, "has 9 actions but 9 observations['state']"),
+        (lambda b: replace(b, rewards=b.rewards[:-1]), "has 9 actions but 8 rewards"),
+        (
+            lambda b: replace(b, infos={"success": b.infos["success"][:-1]}),
+            "has 9 actions but 8 infos['success']",
+        ),
+        (
+            lambda b: replace(b, actions=b.actions[:, :4]),
+            "has actions of shape (4,), not the env's (5,)",
+        ),
+        (
+            lambda b: replace(
+                b, observations={**b.observations, "state": b.observations["state"][:, :-1]}
+            ),
+            "has observations['state'] of shape ",
+        ),
+    ],
+)
+def test_an_episode_whose_arrays_disagree_is_refused_before_anything_is_written(
+    root: Path,
+    tmp_path: Path,
+    spoil: Callable[[EpisodeBuffer], EpisodeBuffer],
+    problem: str,
+) -> None:
+    """Such episodes were written without a word: alone, `load` refused them later; appended
+    (a 4-block episode to a 3-block dataset), the whole dataset could no longer be read, its
+    good version already gone."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    before = contents(tmp_path / DENSE)
+    env = gym.make("GameOn/Reach-v0", reward_mode="dense", max_episode_steps=9)
+    episode = random_episode(env)
+    assert len(episode.buffer.actions) == 9
+    bad = datasets.Episode(spoil(episode.buffer), {}, {})
+    for dataset_id in (DENSE, "gameon/new-v0"):
+        with pytest.raises(ValueError) as error:
+            datasets.write_episodes(env, dataset_id, [episode, bad], INFO, tmp_path)
+        assert str(error.value).startswith(f"episode 1 of those to write {problem}")
+    env.close()
+    assert contents(tmp_path / DENSE) == before
+    assert not (tmp_path / "gameon" / "new-v0").exists()
+
+
+def test_pixel_observations_are_stored_as_the_env_returned_them(tmp_path: Path) -> None:
+    """Minari JPEG-encodes image observations unless told not to: every stored frame differed
+    from the env's (up to 112 of 255 at 84x84), and nothing said so."""
+    import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    env = gym.make("GameOn/Reach-v0", obs_mode="state+pixels", pixel_size=32, max_episode_steps=5)
+    observation, _ = env.reset(seed=3)
+    observations, actions = [observation], []
+    for _ in range(5):
+        actions.append(env.action_space.sample())
+        observations.append(env.step(actions[-1])[0])
+    stacked = {key: np.stack([o[key] for o in observations]) for key in observation}
+    buffer = EpisodeBuffer(
+        observations=stacked,
+        actions=np.stack(actions),
+        rewards=np.zeros(5),
+        terminations=np.zeros(5, bool),
+        truncations=np.arange(5) == 4,
+        infos={},
+    )
+    datasets.write_episodes(env, "pixels-v0", [datasets.Episode(buffer, {}, {})], INFO, tmp_path)
+    env.close()
+    stored = next(minari.MinariDataset(tmp_path / "pixels-v0" / "data").iterate_episodes())
+    np.testing.assert_array_equal(stored.observations["pixels"], stacked["pixels"])
+
+
+def test_appending_episodes_played_without_the_dataset_s_wrappers_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The append check compared env id, step limit and kwargs, not the wrappers the spec
+    records: unclipped rewards joined a dataset of ClipReward's clipped ones."""
+    clipped = gym.wrappers.ClipReward(gym.make("GameOn/Reach-v0", reward_mode="dense"), 0.0, 0.1)
+    datasets.write_episodes(clipped, "w-v0", [random_episode(clipped)], INFO, tmp_path)
+    clipped.close()
+    before = contents(tmp_path / "w-v0")
+    plain = gym.make("GameOn/Reach-v0", reward_mode="dense")
+    with pytest.raises(ValueError, match=r"other env settings than these \(additional_wrappers="):
+        datasets.write_episodes(plain, "w-v0", [random_episode(plain)], INFO, tmp_path)
+    plain.close()
+    assert contents(tmp_path / "w-v0") == before
+
+
+def test_an_env_whose_spec_cannot_be_stored_is_refused_in_words(tmp_path: Path) -> None:
+    """A wrapper with a function argument was json's bare TypeError from inside Minari."""
+    env = gym.wrappers.TransformReward(gym.make("GameOn/Reach-v0"), lambda reward: 2 * reward)
+    with pytest.raises(
+        ValueError,
+        match="the env's spec cannot be stored with the dataset .*its wrappers: TransformReward",
+    ):
+        datasets.write_episodes(env, "f-v0", [random_episode(env)], INFO, tmp_path)
+    env.close()
+    assert tree(tmp_path) == []
+
+
+def test_appending_with_a_render_mode_is_accepted(root: Path, tmp_path: Path) -> None:
+    """How an env may be watched does not change its episodes: such an append was refused as
+    "episodes that mean different things"."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    env = gym.make("GameOn/Reach-v0", reward_mode="dense", render_mode="rgb_array")
+    datasets.write_episodes(env, DENSE, [random_episode(env)], INFO, tmp_path)
+    env.close()
+    assert len(datasets.episode_records(DENSE, tmp_path)) == 3
+
+
+def test_appending_to_a_dataset_without_its_episodes_file_is_refused(
+    root: Path, tmp_path: Path
+) -> None:
+    """The new episodes.json held the new episodes alone: the old records were dropped while
+    Minari's data kept the episodes."""
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    (tmp_path / DENSE / datasets.EPISODES_FILE).unlink()
+    before = contents(tmp_path / DENSE)
+    env = gym.make("GameOn/Reach-v0", reward_mode="dense")
+    with pytest.raises(ValueError, match="so the records of its 2 episodes would be lost"):
+        datasets.write_episodes(env, DENSE, [random_episode(env)], INFO, tmp_path)
+    env.close()
+    assert contents(tmp_path / DENSE) == before
+
+
+def test_a_writer_that_finds_its_namespace_made_meanwhile_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers of new datasets in one new namespace: the second to create it got Minari's
+    "Namespace ... already exists" and lost its whole collection."""
+    from minari.namespace import create_namespace
+
+    real = datasets.list_local_namespaces
+    calls = []
+
+    def another_writer_is_first() -> list[str]:
+        calls.append(1)
+        if len(calls) == 1:  # as checked, then the other writer creates it
+            with datasets.datasets_root(tmp_path):
+                create_namespace("race")
+            return []
+        return real()
+
+    monkeypatch.setattr(datasets, "list_local_namespaces", another_writer_is_first)
+    env = gym.make("GameOn/Reach-v0")
+    datasets.write_episodes(env, "race/d0-v0", [random_episode(env)], INFO, tmp_path)
+    env.close()
+    assert (tmp_path / "race" / "d0-v0" / "data").is_dir()
+
+
+def test_a_failed_fraction_that_rounds_to_no_episode_is_refused(tmp_path: Path) -> None:
+    """0.1 of 4 episodes per skill gave a dataset without a failure whose description said
+    "failed fraction 0.1"."""
+    args = datasets.Args(
+        env_id="GameOn/Reach-v0",
+        dataset_id="ff/x-v0",
+        datasets_path=str(tmp_path),
+        episodes_per_skill=4,
+        failed_fraction=0.1,
+        progress=False,
+    )
+    with pytest.raises(ValueError, match="failed_fraction 0.1 of 4 episodes per skill rounds to "):
+        datasets.collect(args)
+    assert tree(tmp_path) == []
