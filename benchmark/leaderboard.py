@@ -78,6 +78,7 @@ from gameon.benchmark.report import (
 from gameon.benchmark.stats import iqm, iqm_ci
 from gameon.envs import ENV_SKILLS
 from gameon.evaluation import SUITE_SEED, EvalReport, EvalTask, evaluation_suite
+from gameon.experimenter.vlm.factory import BACKENDS, vlm_label
 from gameon.integrity import file_sha256
 from gameon.records import (
     RANKED_MODE,
@@ -595,6 +596,12 @@ def contradictions(record: RunRecord) -> list[str]:
             for key, claimed in claims.items()
             if config.get(key) != claimed
         ]
+        label = _label_of(record, config)
+        if label is not None and record.curriculum_label != label:
+            differ.append(
+                f"curriculum_label {record.curriculum_label!r} in the record, but its config's "
+                f"curriculum is labelled {label!r}"
+            )
         if differ:
             problems.append("the record contradicts its own config: " + "; ".join(differ))
         early = _early_mastery(record, config)
@@ -604,6 +611,20 @@ def contradictions(record: RunRecord) -> list[str]:
     if beyond:
         problems.append("the record contradicts its own budget: " + "; ".join(beyond))
     return problems
+
+
+def _label_of(record: RunRecord, config: dict[str, Any]) -> str | None:
+    """The label a run of this config is ranked under (the curriculum's name; for vlm its backend
+    and model, the one the run recorded where the config left it to the default), or None where
+    the config does not say."""
+    curriculum = config.get("curriculum")
+    if curriculum != "vlm":
+        return curriculum if isinstance(curriculum, str) else None
+    backend = config.get("vlm_backend")
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        return None
+    model = config.get("vlm_model") or (record.vlm.model if record.vlm.backend == backend else None)
+    return vlm_label(backend, model)
 
 
 def _early_mastery(record: RunRecord, config: dict[str, Any]) -> str | None:

@@ -913,3 +913,36 @@ def test_a_board_that_kept_one_audit_per_entry_still_loads_and_keeps_it(board, t
     stored = json.loads(path.read_text())["entries"]
     assert all("audit" not in entry and "audits" in entry for entry in stored)
     assert "| no (1/2, 2026-12-01) |" in (board / "LEADERBOARD.md").read_text()
+
+
+def test_a_label_other_than_its_configs_curriculum_is_rejected(board, tmp_path) -> None:
+    """The label is what the board groups and ranks by, yet nothing checked it: fixed runs
+    relabelled `vlm[gemini:gemini-2.5-flash]` were accepted, verified and audited as that
+    model's entry (the audit re-trains the config, fixed, and reproduces it)."""
+
+    def relabel(data: dict) -> None:
+        data["curriculum_label"] = "vlm[gemini:gemini-2.5-flash]"
+
+    relabelled = [_edit(_trained(run), relabel) for run in _runs(tmp_path / "fake", LP)]
+    reasons = _rejected(
+        board,
+        relabelled,
+        "tampered: the record contradicts its own config: curriculum_label "
+        "'vlm[gemini:gemini-2.5-flash]' in the record, but its config's curriculum is labelled "
+        "'fixed'",
+    )
+    assert len(reasons) == 3
+
+    def rules(data: dict) -> None:
+        data["training"]["config"]["vlm_backend"] = "rules"
+        data["curriculum_label"] = "vlm[rules]"
+
+    honest = [_edit(_trained(run), rules) for run in _runs(tmp_path / "vlm", LP, "vlm")]
+    assert submit(honest, board).accepted
+
+    def gemini(data: dict) -> None:
+        rules(data)
+        data["curriculum_label"] = "vlm[gemini:gemini-2.5-flash]"
+
+    claimed = [_edit(_trained(run), gemini) for run in _runs(tmp_path / "claimed", FIXED, "vlm")]
+    _rejected(board, claimed, "but its config's curriculum is labelled 'vlm[rules]'")
