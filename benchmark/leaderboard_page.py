@@ -77,16 +77,26 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 """(key, header, kind) of each column; kind num sorts numerically, text alphabetically."""
 
 
+PAGE_SUFFIXES = (".html", ".htm")
+"""What --out may end in: the page is HTML, and any other file there is not one to replace."""
+
+
 def write_page(leaderboard_json: Path = DEFAULT_BOARD, out: Path | None = None) -> Path:
     """Write the static page of the board in `leaderboard_json` (default: index.html in the
     board's entries folder, beside the records it links to) atomically; the page's path.
-    ValueError if `out` is a folder: it names the page's file."""
+    ValueError if `out` is a folder or not an .html file (the board's own leaderboard.json or
+    LEADERBOARD.md, a record: what a slip of --out would overwrite): it names the page's file."""
     leaderboard_json = Path(leaderboard_json)
     board = load_board(leaderboard_json)
     out = Path(out) if out else leaderboard_json.parent / ENTRIES_DIR / PAGE_FILE
     if out.is_dir():
         raise ValueError(
             f"--out {out} is a folder; --out names the page's file, e.g. --out {out / PAGE_FILE}"
+        )
+    if out.suffix.lower() not in PAGE_SUFFIXES:
+        raise ValueError(
+            f"--out {out} is not an .html file, and the page would replace it; --out names the "
+            f"page's file, e.g. --out {out.with_suffix('.html')}"
         )
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return atomic_write(out, render_page(board, leaderboard_json.parent, out.parent, generated))

@@ -231,6 +231,20 @@ def test_an_out_that_is_a_folder_is_refused_in_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("name", ["leaderboard.json", "LEADERBOARD.md"])
+def test_an_out_that_is_not_an_html_file_is_refused_and_left_alone(
+    board: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """`--out BOARD/leaderboard.json` replaced the board with the page, losing its audits,
+    dates and verified flags; the next submit called the board corrupt."""
+    target = board / name
+    before = target.read_bytes()
+    assert main(["leaderboard", "html", "--board", str(board), "--out", str(target)]) == 2
+    said = capsys.readouterr().err
+    assert f"--out {target} is not an .html file, and the page would replace it" in said
+    assert target.read_bytes() == before
+
+
 def _chromium() -> str:
     chromium = find_chromium()
     if chromium is None:
