@@ -102,6 +102,8 @@ TOLERANCE = 0.1
 CHANCE = 1e-6
 """Identical outcome vectors of two seeds are a copy only where chance agreement is below this."""
 TRANSCRIPT_FILE = "transcript.jsonl"
+CURVES_FILE = "curves.png"
+"""A collect run's per-skill learning curves, which submit copies beside its record."""
 REPRODUCED = ("reproduced", "within tolerance")
 """The outcomes of an audited run that reproduced its claim."""
 PACKAGE = "gameon-rl"
@@ -977,6 +979,9 @@ def _store(runs: Sequence[_Run], board: Board, board_dir: Path, verified: bool) 
         transcript = _transcript(run)
         if transcript is not None:
             atomic_write(copy.parent / TRANSCRIPT_FILE, transcript.read_bytes())
+        curves = _curves(run)
+        if curves is not None:
+            atomic_write(copy.parent / CURVES_FILE, curves.read_bytes())
         board_runs.append(_board_run(run, copy.relative_to(board_dir)))
     entry = _entry(entry_id, [r.record for r in runs], board_runs, verified)
     updated = Board(entries=[*board.entries, entry], next_number=number + 1)
@@ -1008,6 +1013,14 @@ def _transcript(run: _Run) -> Path | None:
     """The run folder's VLM transcript, kept beside the record copy so an audit can replay it."""
     path = run.folder / _transcript_field(run.record)[1]
     return path if path.is_file() else None
+
+
+def _curves(run: _Run) -> Path | None:
+    """The run folder's learning curves (a collect run's plot), kept beside the record copy for
+    the page to link; None where there is none, or the name leads out of the run folder."""
+    path = run.folder / CURVES_FILE
+    inside = path.resolve().is_relative_to(run.folder.resolve())
+    return path if inside and path.is_file() else None
 
 
 def _safe(name: str) -> str:

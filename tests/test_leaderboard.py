@@ -946,3 +946,19 @@ def test_a_label_other_than_its_configs_curriculum_is_rejected(board, tmp_path) 
 
     claimed = [_edit(_trained(run), gemini) for run in _runs(tmp_path / "claimed", FIXED, "vlm")]
     _rejected(board, claimed, "but its config's curriculum is labelled 'vlm[rules]'")
+
+
+def test_a_runs_learning_curves_travel_with_its_record(board, tmp_path) -> None:
+    """The page promised each entry's plots, but submit copied the records alone, so no entry
+    ever had one. A curves.png that leads out of its run folder is not read."""
+    runs = _runs(tmp_path / "lp", LP, "lp")
+    (runs[0] / "curves.png").write_bytes(b"\x89PNG curves of seed 0")
+    outside = tmp_path / "elsewhere.png"
+    outside.write_bytes(b"not the run's")
+    (runs[1] / "curves.png").symlink_to(outside)
+    result = submit(runs, board)
+    assert result.accepted, result.reasons
+    entry = read_board(board).entries[-1]
+    copies = [(board / run.record).parent / "curves.png" for run in entry.runs]
+    assert copies[0].read_bytes() == b"\x89PNG curves of seed 0"
+    assert not copies[1].exists() and not copies[2].exists()
