@@ -284,15 +284,18 @@ def diversity(records: Sequence[RunRecord]) -> dict | None:
 
 def practised(records: Sequence[RunRecord]) -> list[dict[str, float]] | None:
     """Mean share of each skill among the tasks a collect run's curriculum chose, per iteration
-    (iteration 0, the uniform seed data, excluded); None for runs that do not record it."""
+    (iteration 0, the uniform seed data, excluded), over the runs that reached it (a run that
+    stopped early, its target mastered, counts up to its last); None for runs that do not record
+    it."""
     histories = [r.extra.get("iterations") for r in records]
     if not all(h and all("practised" in it for it in h) for h in histories):
         return None
-    length = min(len(h) for h in histories)
     shares = []
-    for index in range(1, length):
+    for index in range(1, max(len(h) for h in histories)):
         per_run = []
         for history in histories:
+            if index >= len(history):
+                continue
             counts = history[index]["practised"]
             total = sum(counts.values()) or 1
             per_run.append({skill: counts.get(skill, 0) / total for skill in SKILLS})
@@ -971,14 +974,15 @@ def curve_band(
     records: Sequence[RunRecord],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Steps, IQM and 95% CI over runs of the evaluated success curve; runs whose steps differ
-    are interpolated onto the steps all of them cover (all steps, edges held, if none is)."""
+    are interpolated onto the steps from the latest first evaluation on, and a run that ended
+    before the others (auto_stop ends a run once it masters its target) is held at its last
+    value, so the curriculum that succeeds early is not cut to its shortest run."""
     curves = [
         (np.array([p.step for p in r.curve], float), np.array([p.success_rate for p in r.curve]))
         for r in records
     ]
     steps = np.unique(np.concatenate([s for s, _ in curves]))
-    start, stop = max(s.min() for s, _ in curves), min(s.max() for s, _ in curves)
-    covered = steps[(steps >= start) & (steps <= stop)]
+    covered = steps[steps >= max(s.min() for s, _ in curves)]
     grid = covered if covered.size else steps
     values = np.array([np.interp(grid, s, v) for s, v in curves])
     bands = [iqm_ci([values[:, i]], n_resamples=CURVE_RESAMPLES) for i in range(grid.size)]
@@ -1060,13 +1064,16 @@ def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -
         steps, value, low, high = bands[label]
         shift = curve_offset(index, len(by_label), spacing)
         unit = "iterations" if runs[0].curve_unit == "iterations" else "env steps"
+        ended = sum(r.curve[-1].step < steps[-1] for r in runs)
+        last = "its last value" if ended == 1 else "their last values"
+        held = f"; {ended} ended early, held at {last}" if ended else ""
         (line,) = axes.plot(
             steps + shift,
             value,
             marker=CURVE_MARKERS[index % len(CURVE_MARKERS)],
             linestyle=CURVE_LINES[index % len(CURVE_LINES)],
             markersize=5,
-            label=f"{label} ({_plot_seeds_text(len(runs))})",
+            label=f"{label} ({_plot_seeds_text(len(runs))}{held})",
         )
         if len(runs) >= MIN_RUNS_FOR_INTERVAL:
             axes.fill_between(steps + shift, low, high, color=line.get_color(), alpha=0.15)

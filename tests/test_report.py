@@ -653,3 +653,34 @@ def test_a_group_whose_runs_trained_on_different_budgets_says_so(tmp_path) -> No
     assert "(iterations 2; iterations 9)" in line
     write_run(results, records[2])
     assert "Budgets differ" not in write_report(results).markdown.read_text()
+
+
+def test_a_run_that_ended_early_is_held_not_cut_from_the_curves(tmp_path, monkeypatch) -> None:
+    """auto_stop ends a run once it masters its target, and the curves and the practised panels
+    were cut to that shortest run: the curriculum that succeeded lost its later iterations while
+    the legend still counted every seed."""
+    import matplotlib
+
+    from gameon.records import CurvePoint
+
+    matplotlib.use("Agg")
+    records = []
+    for seed in range(3):
+        record = make_record(seed, FIXED[seed], "lp")
+        rates = [0.0, 0.5, 0.6, 0.7] if seed else [0.0, 1.0]
+        record.curve = [
+            CurvePoint(step=step, success_rate=rate, per_skill={"reach": rate})
+            for step, rate in enumerate(rates)
+        ]
+        record.extra["iterations"] = [{"practised": {"reach": 1}}] * len(rates)
+        records.append(record)
+    steps, value, _, _ = report.curve_band(records)
+    assert steps.tolist() == [0, 1, 2, 3]
+    assert value[-1] == pytest.approx(np.mean([0.7, 0.7, 1.0]))  # the stopped run held at 1.0
+    assert len(report.practised(records)) == 3
+
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda figure, path: figures.append(figure) or path)
+    report.write_plots(records, tmp_path)
+    legend = [text.get_text() for text in figures[0].axes[0].get_legend().get_texts()]
+    assert legend == ["lp (3 seeds; 1 ended early, held at its last value)"]
