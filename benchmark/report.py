@@ -27,8 +27,10 @@ from gameon.atomic import atomic_write, defer_signals
 from gameon.benchmark.runner import MATRIX_FILE
 from gameon.benchmark.runs import ERROR_FILE, failure_reason, was_interrupted
 from gameon.benchmark.stats import (
+    EPISODES_ALPHA,
     MIN_RUNS_FOR_INTERVAL,
     Estimate,
+    episodes_p,
     iqm,
     iqm_ci,
     normalised_entropy,
@@ -207,6 +209,7 @@ def summarise_group(
     scores = target_success(records)
     per_skill = per_skill_iqm(records)
     suite_scores = [r.evaluation.success_rate() for r in records]
+    episodes = [r.target_episodes for r in records]
     improvement = suite_improvement = None
     if baseline:
         improvement = probability_of_improvement([scores], [target_success(baseline)]).to_dict()
@@ -224,6 +227,7 @@ def summarise_group(
         "target_success": iqm_ci([scores]).to_dict(),
         "target_success_mean": float(np.mean(scores)),
         "target_success_per_run": scores,
+        "target_episodes": [sum(wins for wins, _ in episodes), sum(n for _, n in episodes)],
         "suite_success": iqm_ci([suite_scores]).to_dict(),
         "suite_success_per_run": suite_scores,
         "per_skill_iqm": per_skill,
@@ -304,9 +308,40 @@ def practised(records: Sequence[RunRecord]) -> list[dict[str, float]] | None:
 
 
 def above(estimate: dict, other: dict) -> bool:
-    """Whether `estimate`'s 95% interval lies wholly above `other`'s: the report's one rule for
-    calling a difference (the controls separated, a curriculum better or worse than fixed)."""
+    """Whether `estimate`'s 95% interval lies wholly above `other`'s."""
     return estimate["low"] > other["high"]
+
+
+def beats(group: dict, other: dict) -> bool:
+    """The report's one rule for calling a difference on the target (the controls separated, a
+    curriculum better or worse than fixed): `group`'s 95% interval lies wholly above `other`'s
+    and its pooled target episodes succeed more often than chance would give (`episodes_p` below
+    EPISODES_ALPHA): seeds that all scored alike have intervals of width 0, which alone would call
+    3 of 60 episodes against 0 of 60 a difference."""
+    return above(group["target_success"], other["target_success"]) and (
+        target_episodes_p(group, other) < EPISODES_ALPHA
+    )
+
+
+def target_episodes_p(group: dict, other: dict) -> float:
+    """`episodes_p` of two groups' pooled target episodes."""
+    return episodes_p(*group["target_episodes"], *other["target_episodes"])
+
+
+def chance_note(group: dict, other: dict) -> str:
+    """Why intervals that do not overlap are not called a difference, or "" when they are not
+    that case."""
+    if not above(group["target_success"], other["target_success"]) or beats(group, other):
+        return ""
+    (wins, episodes), (other_wins, other_episodes) = (
+        group["target_episodes"],
+        other["target_episodes"],
+    )
+    return (
+        f"the intervals do not overlap, but {wins} of {episodes} target episodes against "
+        f"{other_wins} of {other_episodes} could be chance: Fisher's exact p = "
+        f"{target_episodes_p(group, other):.2f}"
+    )
 
 
 def controls_check(groups: Sequence[dict]) -> list[dict]:
@@ -323,17 +358,19 @@ def controls_check(groups: Sequence[dict]) -> list[dict]:
         positive, negative = found.get(POSITIVE), found.get(NEGATIVE)
         if positive is None or negative is None:
             continue
-        high, low = positive["target_success"], negative["target_success"]
         runs = min(len(positive["seeds"]), len(negative["seeds"]))
+        judged = runs >= MIN_RUNS_FOR_INTERVAL
         checks.append(
             {
                 "protocol": protocol,
                 "learner": learner,
                 "env_id": env_id,
-                "positive": high,
-                "negative": low,
+                "positive": positive["target_success"],
+                "negative": negative["target_success"],
                 "runs": runs,
-                "separated": above(high, low) if runs >= MIN_RUNS_FOR_INTERVAL else None,
+                "separated": beats(positive, negative) if judged else None,
+                "reversed": beats(negative, positive) if judged else None,
+                "chance": chance_note(positive, negative) or chance_note(negative, positive),
             }
         )
     return checks
@@ -871,8 +908,10 @@ def _controls_lines(
             verdict = f"not judged: no intervals with {_seeds_text(check['runs'])}"
         elif check["separated"]:
             verdict = "separated"
-        elif above(check["negative"], check["positive"]):
+        elif check["reversed"]:
             verdict = "REVERSED (the negative control scores higher): this comparison is blind"
+        elif check["chance"]:
+            verdict = f"NOT separated ({check['chance']}): this comparison is blind"
         else:
             verdict = "NOT separated (the intervals overlap): this comparison is blind"
         lines.append(
@@ -883,17 +922,17 @@ def _controls_lines(
     return lines
 
 
-def comparison_verdict(estimate: dict, fixed: dict, runs: int) -> str:
-    """What a curriculum's target interval lets one conclude against `fixed`'s, by the rule of
-    the controls check: better or worse only when the 95% intervals do not overlap; not judged
-    below MIN_RUNS_FOR_INTERVAL seeds on either side."""
+def comparison_verdict(group: dict, fixed: dict, runs: int) -> str:
+    """What a curriculum's target results let one conclude against `fixed`'s, by the rule of
+    the controls check (`beats`); not judged below MIN_RUNS_FOR_INTERVAL seeds on either side."""
     if runs < MIN_RUNS_FOR_INTERVAL:
         return f"not judged: no intervals with {_seeds_text(runs)}"
-    if above(estimate, fixed):
+    if beats(group, fixed):
         return "better than fixed (the intervals do not overlap)"
-    if above(fixed, estimate):
+    if beats(fixed, group):
         return "worse than fixed (the intervals do not overlap)"
-    return "no difference shown (the intervals overlap)"
+    chance = chance_note(group, fixed) or chance_note(fixed, group)
+    return f"no difference shown ({chance or 'the intervals overlap'})"
 
 
 def _comparison_lines(
@@ -914,7 +953,7 @@ def _comparison_lines(
         if baseline is None or group is baseline:
             continue
         runs = _baseline_seeds(group, seeds)
-        verdict = comparison_verdict(group["target_success"], baseline["target_success"], runs)
+        verdict = comparison_verdict(group, baseline, runs)
         if key in blind:
             verdict += "; but the controls did not separate here, so this ranks nothing"
         own, theirs = len(group["seeds"]), len(baseline["seeds"])
@@ -931,9 +970,11 @@ def _comparison_lines(
         "## Comparisons with fixed",
         "",
         "On target success, by the rule of the controls check: a curriculum is called better or "
-        "worse than `fixed` only when their 95% intervals do not overlap. With few seeds a "
-        "bootstrap interval is narrow (it cannot show variation the runs did not have), so a "
-        "P(> fixed) interval that excludes 0.50 alone is not taken as a difference.",
+        "worse than `fixed` only when their 95% intervals do not overlap and the pooled target "
+        "episodes differ beyond chance (one-sided Fisher's exact test, p < "
+        f"{EPISODES_ALPHA:.2f}). With few seeds a bootstrap interval is narrow (it cannot show "
+        "variation the runs did not have), so a P(> fixed) interval that excludes 0.50 alone is "
+        "not taken as a difference.",
         "",
         *lines,
     ]

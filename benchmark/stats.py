@@ -33,6 +33,8 @@ MIN_RUNS_FOR_INTERVAL = 3
 only repeats them, so its interval says nothing about the next seed."""
 
 Strata = Sequence[Sequence[float]]
+EPISODES_ALPHA = 0.05
+"""The level at which pooled episodes must back a difference the intervals call (`episodes_p`)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,20 @@ def iqm_ci(
         return stats.trim_mean(np.concatenate(resampled, axis=-1), TRIM, axis=-1)
 
     return _stratified_bootstrap(samples, statistic, iqm(pooled), confidence, n_resamples, seed)
+
+
+def episodes_p(successes: int, episodes: int, other_successes: int, other_episodes: int) -> float:
+    """One-sided p that the first pooled episodes succeed more often than the others only by
+    chance (Fisher's exact test on the 2x2 table): a check beside the intervals, which a bootstrap
+    over seeds that all scored alike collapses to width 0 however few episodes stand behind them.
+    Episodes of one seed share a policy, so this overstates the evidence: it only vetoes."""
+    if min(episodes, other_episodes) < 1:
+        return 1.0
+    table = [
+        [successes, episodes - successes],
+        [other_successes, other_episodes - other_successes],
+    ]
+    return float(stats.fisher_exact(table, alternative="greater").pvalue)
 
 
 def probability_of_improvement(

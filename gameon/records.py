@@ -271,6 +271,13 @@ class RunRecord(StrictModel):
             return ranked.success_rate(tuple(self.target_skills))
         return self.evaluation.success_rate(tuple(self.target_skills))
 
+    @property
+    def target_episodes(self) -> tuple[int, int]:
+        """The successful and all episodes behind `target_success`."""
+        evaluation = self.target_evaluation(RANKED_MODE) or self.evaluation
+        chosen = [e for e in evaluation.episodes if e.skill in self.target_skills]
+        return sum(e.success for e in chosen), len(chosen)
+
     def target_evaluation(self, mode: str, env_id: str | None = None) -> Evaluation | None:
         """The final evaluation of one mode on `env_id`'s suite (default: the target env)."""
         env_id = env_id or self.env_id

@@ -684,3 +684,32 @@ def test_a_run_that_ended_early_is_held_not_cut_from_the_curves(tmp_path, monkey
     report.write_plots(records, tmp_path)
     legend = [text.get_text() for text in figures[0].axes[0].get_legend().get_texts()]
     assert legend == ["lp (3 seeds; 1 ended early, held at its last value)"]
+
+
+def test_intervals_of_width_zero_do_not_call_a_difference_chance_explains(tmp_path) -> None:
+    """Every seed of hand won 1 of 20 target episodes and every seed of fixed none: the
+    bootstrap intervals collapsed to [0.05, 0.05] and [0.00, 0.00], and the report called hand
+    better than fixed (and the controls separated) on 3 of 60 episodes against 0 of 60."""
+    one_of_twenty = [[True] + [False] * 19] * 3
+    none = [[False] * 20] * 3
+    markdown = report_of(
+        tmp_path,
+        {
+            "fixed": none,
+            "hand": one_of_twenty,
+            "positive_control": one_of_twenty,
+            "negative_control": none,
+        },
+    )
+    chance = (
+        "the intervals do not overlap, but 3 of 60 target episodes against 0 of 60 could be "
+        "chance: Fisher's exact p = 0.12"
+    )
+    assert "hand 0.05 [0.05, 0.05] vs fixed 0.00 [0.00, 0.00]" in markdown
+    assert f"no difference shown ({chance})" in markdown
+    assert f"on the target: NOT separated ({chance}): this comparison is blind." in markdown
+    assert "better than fixed" not in markdown
+
+    half = [[True] * 10 + [False] * 10] * 3
+    markdown = report_of(tmp_path / "clear", {"positive_control": half, "negative_control": none})
+    assert "on the target: separated." in markdown
