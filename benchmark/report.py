@@ -1080,7 +1080,7 @@ def _plot_practised(
             heights = np.array([share[skill] for share in iterations])
             axis.bar(positions, heights, bottom=bottom, color=colours(index), label=skill)
             bottom += heights
-        axis.set_title(label, fontsize="small")
+        axis.set_title(wrap_label(label, 26), fontsize="small")
         axis.set_xticks(positions)
         axis.set_xlabel("iteration")
     axes[0][0].set_ylabel("share of practised tasks")
@@ -1096,7 +1096,7 @@ def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    figure, axes = plt.subplots(figsize=(9.0, 4.0))
     unit = "env steps"
     bands = {label: curve_band(runs) for label, runs in by_label.items()}
     evaluated = np.unique(np.concatenate([band[0] for band in bands.values()]))
@@ -1114,7 +1114,7 @@ def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -
             marker=CURVE_MARKERS[index % len(CURVE_MARKERS)],
             linestyle=CURVE_LINES[index % len(CURVE_LINES)],
             markersize=5,
-            label=f"{label} ({_plot_seeds_text(len(runs))}{held})",
+            label=wrap_label(f"{label} ({_plot_seeds_text(len(runs))}{held})", 34),
         )
         if len(runs) >= MIN_RUNS_FOR_INTERVAL:
             axes.fill_between(steps + shift, low, high, color=line.get_color(), alpha=0.15)
@@ -1123,9 +1123,30 @@ def _plot_curves(by_label: dict[str, list[RunRecord]], title: str, path: Path) -
     axes.set(title=title, xlabel=xlabel, ylabel=ylabel, ylim=(-0.04, 1.04))
     if unit == "iterations":
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.legend(fontsize="small")
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the data
     axes.grid(alpha=0.3)
     return _save(figure, path)
+
+
+def wrap_label(label: str, width: int) -> str:
+    """A curriculum label in lines of at most about `width` characters, broken after a space,
+    ':', '/', '_' or '-' (a run longer than a line is cut), so that long VLM labels such as
+    "vlm[openai:Qwen/Qwen2.5-VL-7B-Instruct]" neither run into each other nor off a plot."""
+    lines, line = [], ""
+    for piece in re.findall(r"[^ :/_-]*[ :/_-]|[^ :/_-]+$", label):
+        while len(piece) > width:
+            if line:
+                lines.append(line.rstrip())
+                line = ""
+            lines.append(piece[:width])
+            piece = piece[width:]
+        if line and len(line) + len(piece.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    if line:
+        lines.append(line.rstrip())
+    return "\n".join(lines) or label
 
 
 def curve_offset(index: int, count: int, spacing: float) -> float:
@@ -1155,14 +1176,16 @@ def _plot_final(by_label: dict[str, list[RunRecord]], title: str, path: Path) ->
             [[e.value - e.low for e in estimates], [e.high - e.value for e in estimates]]
         )
         positions = np.arange(len(labels)) + offset
-        axes.bar(positions, values, width, alpha=0.8, label=name)
+        bars = axes.bar(positions, values, width, alpha=0.8, label=name)
+        axes.bar_label(bars, ["0" if value == 0 else "" for value in values], fontsize="x-small")
         shown = np.array([len(by_label[k]) >= MIN_RUNS_FOR_INTERVAL for k in labels])
         if shown.any():
             axes.errorbar(
                 positions[shown], values[shown], errors[:, shown], fmt="none", capsize=4, ecolor="k"
             )
     axes.set_xticks(
-        range(len(labels)), [f"{k}\n({_plot_seeds_text(len(by_label[k]))})" for k in labels]
+        range(len(labels)),
+        [f"{wrap_label(k, 16)}\n({_plot_seeds_text(len(by_label[k]))})" for k in labels],
     )
     axes.set(ylabel="final success (IQM, 95% CI)", ylim=(0, 1.05), xlim=(-0.75, len(labels) - 0.25))
     axes.set_title(title, fontsize="medium")

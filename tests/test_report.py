@@ -683,7 +683,9 @@ def test_a_run_that_ended_early_is_held_not_cut_from_the_curves(tmp_path, monkey
     monkeypatch.setattr(report, "_save", lambda figure, path: figures.append(figure) or path)
     report.write_plots(records, tmp_path)
     legend = [text.get_text() for text in figures[0].axes[0].get_legend().get_texts()]
-    assert legend == ["lp (3 seeds; 1 ended early, held at its last value)"]
+    assert [text.replace("\n", " ") for text in legend] == [
+        "lp (3 seeds; 1 ended early, held at its last value)"
+    ]
 
 
 def test_intervals_of_width_zero_do_not_call_a_difference_chance_explains(tmp_path) -> None:
@@ -713,3 +715,38 @@ def test_intervals_of_width_zero_do_not_call_a_difference_chance_explains(tmp_pa
     half = [[True] * 10 + [False] * 10] * 3
     markdown = report_of(tmp_path / "clear", {"positive_control": half, "negative_control": none})
     assert "on the target: separated." in markdown
+
+
+def test_long_vlm_labels_neither_overlap_nor_cover_the_curves(tmp_path, monkeypatch) -> None:
+    """Labels of the form README gives (`vlm[openai:Qwen/Qwen2.5-VL-7B-Instruct]`) ran into each
+    other under the bars and over each other above the practised panels, and the curves' legend
+    covered the data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda figure, path: figures.append(figure) or path)
+    labels = ["fixed", "vlm[gemini:gemini-2.5-flash]", "vlm[openai:Qwen/Qwen2.5-VL-7B-Instruct]"]
+    records = []
+    for label in labels:
+        for seed in range(3):
+            record = make_record(seed, FIXED[seed], "vlm" if "[" in label else label, label)
+            record.extra["iterations"] = [{"practised": {}}, {"practised": {"reach": 2}}]
+            records.append(record)
+    report.write_plots(records, tmp_path)
+    curves, final, practised = figures
+
+    def boxes(texts):  # noqa: ANN001, ANN202
+        return [text.get_window_extent(renderer) for text in texts if text.get_text()]
+
+    for figure in figures:
+        figure.tight_layout()
+    renderer = final.canvas.get_renderer()
+    ticks = boxes(final.axes[0].get_xticklabels())
+    assert len(ticks) == 3 and all(a.x1 < b.x0 for a, b in zip(ticks, ticks[1:], strict=False))
+    renderer = practised.canvas.get_renderer()
+    titles = boxes(axis.title for axis in practised.axes)
+    assert len(titles) == 3 and all(a.x1 < b.x0 for a, b in zip(titles, titles[1:], strict=False))
+    renderer = curves.canvas.get_renderer()
+    legend = curves.axes[0].get_legend().get_window_extent(renderer)
+    assert legend.x0 >= curves.axes[0].get_window_extent(renderer).x1
