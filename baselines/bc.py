@@ -137,8 +137,8 @@ def train(args: Args) -> dict:
             final_loss=losses["actor_loss"],
             success_only=args.success_only,
         )
-    except KeyboardInterrupt:
-        run.interrupted(update)
+    except (KeyboardInterrupt, common.TrainingDiverged) as stop:
+        run.interrupted(update, stop)
         raise
 
 

@@ -19,7 +19,7 @@ import math
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import tyro
 
-from gameon.atomic import defer_signals
+from gameon.atomic import check_writable, defer_signals
 from gameon.baselines.datasets import (
     check_compatible,
     check_dataset_exists,
@@ -312,6 +312,22 @@ def new_run_folder(name: str) -> Path:
             number += 1
 
 
+def writable_run_dir(run_dir: str | Path | None, new_folder: Callable[[], Path]) -> Path:
+    """The run's folder, `run_dir` or else `new_folder()`, made and checked writable: RunRefused,
+    naming it, where it cannot be (a file in its path, a read-only or system folder), so the
+    learner stops in one line before anything is trained or logged."""
+    try:
+        folder = Path(run_dir) if run_dir is not None else new_folder()
+        check_writable(folder)
+    except OSError as error:
+        where = run_dir if run_dir is not None else Path("runs")
+        raise RunRefused(
+            f"cannot write the run folder {where} ({error.strerror or error}): give another "
+            "--run-dir, or run from a folder you can write"
+        ) from None
+    return folder
+
+
 def default_run_dir(algo: str, name: str, seed: int) -> Path:
     """A new folder runs/{algo}__{name with / as _}__{seed}__{unix time}, as CleanRL names its
     runs (new_run_folder)."""
@@ -482,6 +498,8 @@ class OnlineRun:
     run_dir: Path
     writer: SummaryWriter
     wandb: Any = None
+    planned_steps: int = 0
+    """the env steps the run was started for (PPO rounds total_timesteps to whole rollouts)"""
     evals: list[dict] = field(default_factory=list)
     eval_seconds: float = 0.0
     saved_step: int | None = None
@@ -499,6 +517,7 @@ class OnlineRun:
         as the training envs are (coded actions); tell the curriculum (`update_evaluation`),
         save the run's files (`save`), log and print the result, then call `on_eval`.
         `capture_video` writes an MP4 per evaluation to run_dir/videos/eval_{global_step}.mp4."""
+        check_finite(actor.parameters(), f"env step {global_step}")
         start = time.perf_counter()
         args = self.args
         actor.eval()
@@ -549,11 +568,12 @@ class OnlineRun:
             save_curriculum(self.run_dir / "curriculum.json", self.curriculum)
             self.saved_step = global_step
 
-    def interrupted(self, global_step: int) -> None:
-        """After Ctrl-C: close the training envs and the logs (so TensorBoard keeps every point up
-        to the interruption) and say on stderr, in one line, what the run folder keeps. A run
-        does not resume, and its folder has no summary.json; checkpoint.pt and eval.json are there
-        only if an evaluation (`eval_every`) finished before the interruption."""
+    def interrupted(self, global_step: int, stop: BaseException) -> None:
+        """After Ctrl-C (or TrainingDiverged, `stop`): close the training envs and the logs (so
+        TensorBoard keeps every point up to the interruption) and say on stderr, in one line, what
+        the run folder keeps. A run does not resume, and its folder has no summary.json;
+        checkpoint.pt and eval.json are there only if an evaluation (`eval_every`) finished before
+        the interruption."""
         with contextlib.suppress(Exception):  # an env interrupted mid-step may refuse to close
             self.envs.close()
         self.writer.close()
@@ -565,7 +585,7 @@ class OnlineRun:
                 f" and the checkpoint.pt and eval.json of the evaluation at step {self.saved_step}"
             )
         print(
-            f"interrupted at env step {global_step} of {self.args.total_timesteps}: "
+            f"{stop_cause(stop)} at env step {global_step} of {self.planned_steps}: "
             f"{self.run_dir} keeps {kept}, but no summary.json; a run does not resume, so "
             "start it again with a new --run-dir",
             file=sys.stderr,
@@ -646,8 +666,7 @@ def start_online_run(algo: str, args: Any, env_steps: int | None = None) -> Onli
             raise ValueError("track=True needs Weights & Biases: pip install wandb") from error
     torch.set_num_threads(args.torch_threads)
     seed_everything(args.seed, args.torch_deterministic)
-    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(algo, args.env_id, args.seed)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = writable_run_dir(args.run_dir, lambda: default_run_dir(algo, args.env_id, args.seed))
     steps = args.total_timesteps if env_steps is None else env_steps
     rounded = (
         "" if steps == args.total_timesteps else " (total_timesteps rounded up to whole rollouts)"
@@ -655,22 +674,28 @@ def start_online_run(algo: str, args: Any, env_steps: int | None = None) -> Onli
     print(f"{algo} on {args.env_id}, {steps} env steps{rounded}, run folder {run_dir}")
     if curriculum.keeps_transcript:
         curriculum = make_training_curriculum(args, run_dir)  # now with its transcript
-    if wandb is not None:
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            name=run_dir.name,
-            config=dataclasses.asdict(args),
-            dir=str(run_dir),
-            sync_tensorboard=True,
-        )
-    writer = open_writer(run_dir, args)
     env_wrapper = None
     if coded_skills is not None:
         env_wrapper = coded_wrapper(coded_skills, args.coded_max_steps)
+    # The envs (worker processes, seconds to start) before any log: a start that fails or is
+    # stopped there leaves no TensorBoard file that would make the same run_dir refused.
     envs = make_training_envs(args, curriculum, env_wrapper)
+    try:
+        if wandb is not None:
+            wandb.init(
+                project=args.wandb_project_name,
+                entity=args.wandb_entity,
+                name=run_dir.name,
+                config=dataclasses.asdict(args),
+                dir=str(run_dir),
+                sync_tensorboard=True,
+            )
+        writer = open_writer(run_dir, args)
+    except BaseException:
+        envs.close()
+        raise
     return OnlineRun(
-        algo, args, curriculum, coded_skills, env_wrapper, envs, run_dir, writer, wandb
+        algo, args, curriculum, coded_skills, env_wrapper, envs, run_dir, writer, wandb, steps
     )
 
 
@@ -690,6 +715,8 @@ def check_offline_args(args: Any) -> None:
     check_seed("seed", args.seed)
     if args.eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0: only at the end), got {args.eval_every}")
+    if args.print_every < 0:
+        raise ValueError(f"print_every must be >= 0 (0: no progress lines), got {args.print_every}")
     if not args.hidden or any(width < 1 for width in args.hidden):
         raise ValueError(f"hidden must be one or more widths >= 1, got {args.hidden}")
     span = abs(args.ensemble_decay) * (args.chunk_length - 1)
@@ -744,6 +771,7 @@ class OfflineRun:
         returns in its extra) and eval.json (with the update), so that an interrupted run keeps
         its latest evaluated policy. `finish` writes the last update's: `checkpoint_extra` is
         called only when this writes, so that IQL copies its critics once per checkpoint."""
+        check_finite(actor.parameters(), f"update {update}")
         start = time.perf_counter()
         args = self.args
         snapshot = copy.deepcopy(actor).cpu().eval()
@@ -785,11 +813,12 @@ class OfflineRun:
             self.saved_update = update
         return evaluation
 
-    def interrupted(self, update: int) -> None:
-        """After Ctrl-C: close the TensorBoard logs (so they keep every point up to the
-        interruption) and say on stderr, in one line, what the run folder keeps. A run does not
-        resume, and its folder has no summary.json; checkpoint.pt and eval.json are there only if
-        an evaluation (`eval_every`) finished before the interruption."""
+    def interrupted(self, update: int, stop: BaseException) -> None:
+        """After Ctrl-C (or TrainingDiverged, `stop`): close the TensorBoard logs (so they keep
+        every point up to the interruption) and say on stderr, in one line, what the run folder
+        keeps. A run does not resume, and its folder has no summary.json; checkpoint.pt and
+        eval.json are there only if an evaluation (`eval_every`) finished before the
+        interruption."""
         self.writer.close()
         kept = "its TensorBoard logs"
         if self.saved_update is not None:
@@ -798,9 +827,9 @@ class OfflineRun:
                 f"{self.saved_update}"
             )
         print(
-            f"interrupted at update {update} of {self.args.num_updates}: {self.run_dir} keeps "
-            f"{kept}, but no summary.json; a run does not resume, so start it again with a new "
-            "--run-dir",
+            f"{stop_cause(stop)} at update {update} of {self.args.num_updates}: {self.run_dir} "
+            f"keeps {kept}, but no summary.json; a run does not resume, so start it again with a "
+            "new --run-dir",
             file=sys.stderr,
         )
 
@@ -867,6 +896,29 @@ class OfflineRun:
         return summary
 
 
+class TrainingDiverged(RuntimeError):
+    """The policy's weights are no longer finite numbers (NaN or inf), so every action from here
+    on would be NaN: raised at the next check (`check_finite`), said in one line on the command
+    line (`run_cli`), with what the run folder keeps."""
+
+
+def check_finite(parameters: Iterable[torch.Tensor], where: str) -> None:
+    """TrainingDiverged unless every parameter is finite: checked at each evaluation (and after
+    each PPO update), before a NaN policy acts, rather than failing inside an env on a NaN
+    action."""
+    if not all(bool(torch.isfinite(parameter).all()) for parameter in parameters):
+        raise TrainingDiverged(
+            f"training diverged by {where}: the policy's weights are no longer finite numbers "
+            "(NaN or inf), so its actions would be; lower the learning rate(s) and start again "
+            "with a new --run-dir"
+        )
+
+
+def stop_cause(stop: BaseException) -> str:
+    """How a run's stop line names what stopped it: Ctrl-C, or training that diverged."""
+    return "stopped (training diverged)" if isinstance(stop, TrainingDiverged) else "interrupted"
+
+
 class RunRefused(ValueError):
     """The run's inputs do not fit each other (dataset, env, init checkpoint): refused before
     the run writes anything, and said in one line on the command line (`run_cli`)."""
@@ -911,14 +963,9 @@ def start_offline_run(algo: str, args: Any, success_only: bool = False) -> Offli
     except ValueError as error:
         raise RunRefused(str(error)) from error
 
-    if args.run_dir is None:
-        timestamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = new_run_folder(
-            f"{algo}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
-        )
-    else:
-        run_dir = Path(args.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+    timestamp = time.strftime("%Y%m%d-%H%M%S")
+    name = f"{algo}__{args.dataset_id.replace('/', '-')}__{args.seed}__{timestamp}"
+    run_dir = writable_run_dir(args.run_dir, lambda: new_run_folder(name))
     writer = open_writer(run_dir, args)
     return OfflineRun(
         algo, args, data, env_id, device, run_dir, writer, actor.to(device), normalizer
@@ -1000,6 +1047,9 @@ def run_cli(
             file=sys.stderr,
         )
         raise SystemExit(2) from None
+    except TrainingDiverged as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         raise SystemExit(130) from None

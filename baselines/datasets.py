@@ -385,6 +385,8 @@ def _episode_problem(
             return f"has {steps} actions but {len(values)} {name}"
         if space.shape is not None and values.shape[1:] != space.shape:
             return f"has {name} of shape {values.shape[1:]}, not the env's {space.shape}"
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            return f"has {name} that are not finite numbers"
     return ""
 
 
@@ -938,6 +940,7 @@ def _read(dataset_id: str) -> OfflineData:
         states, goals = episode.observations["state"], episode.observations["goal"]
         length = len(episode.rewards)
         check_episode_lengths(episode, length)
+        check_finite_steps(episode)
         skill = np.argmax(goals[:length, : len(language.SKILLS)], 1)
         columns["observations"].append(flat_observation({"state": states, "goal": goals})[:-1])
         # A skill sequence records its next skill's goal in a segment's last observation: the
@@ -975,6 +978,20 @@ def check_episode_lengths(episode: Any, length: int) -> None:
             f"observations, {len(episode.actions)} actions and {length} rewards: an episode of "
             "n >= 1 steps has n + 1 observations and n of the rest"
         )
+
+
+def check_finite_steps(episode: Any) -> None:
+    """ValueError unless an episode's observations, actions and rewards are finite numbers: one
+    NaN poisons the dataset's normaliser, and BC or IQL then train their whole budget on NaN."""
+    arrays = {
+        **{f"observations[{key!r}]": value for key, value in episode.observations.items()},
+        "actions": episode.actions,
+        "rewards": episode.rewards,
+    }
+    for name, values in arrays.items():
+        values = np.asarray(values)
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            raise ValueError(f"episode {episode.id} holds {name} that are not finite numbers")
 
 
 def chunk_indices(segments: np.ndarray, chunk_length: int) -> tuple[np.ndarray, np.ndarray]:

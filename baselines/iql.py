@@ -247,8 +247,8 @@ def train(args: Args) -> dict:
                 )
         train_time = time.perf_counter() - start - run.eval_seconds
         return run.finish(actor, normalizer, report, losses, train_time, critics(critic, value))
-    except KeyboardInterrupt:
-        run.interrupted(update)
+    except (KeyboardInterrupt, common.TrainingDiverged) as stop:
+        run.interrupted(update, stop)
         raise
 
 

@@ -52,6 +52,8 @@ from gameon.baselines.common import (
     OnlineArgs,
     ProgressClock,
     SkillTally,
+    TrainingDiverged,
+    check_finite,
     check_online_args,
     check_rate,
     make_training_curriculum,
@@ -66,6 +68,8 @@ from gameon.policy import Actor, Normalizer, Policy, flat_observation, flat_size
 
 ALGO = "ppo"
 LOG_2PI = math.log(2 * math.pi)
+MAX_LOG_STD = 20.0
+"""init_log_std's bound: exp(100) overflows float32, which made every action NaN."""
 
 
 @dataclass
@@ -134,8 +138,8 @@ def check_args(args: Args) -> None:
             f"transitions, whose advantages PPO normalises: num_envs * num_steps is {batch_size}, "
             f"so at most {batch_size // 2} minibatches"
         )
-    if any(width < 1 for width in args.hidden):
-        raise ValueError(f"hidden widths must be >= 1, got {args.hidden}")
+    if not args.hidden or any(width < 1 for width in args.hidden):
+        raise ValueError(f"hidden must be one or more widths >= 1, got {args.hidden}")
     check_algorithm_args(args)
 
 
@@ -155,8 +159,11 @@ def check_algorithm_args(args: Args) -> None:
             raise ValueError(f"{name} must be >= 0, got {getattr(args, name)}")
     if args.target_kl is not None and not args.target_kl > 0:
         raise ValueError(f"target_kl must be > 0 (or None: no early stop), got {args.target_kl}")
-    if not math.isfinite(args.init_log_std):
-        raise ValueError(f"init_log_std must be a finite number, got {args.init_log_std}")
+    if not -MAX_LOG_STD <= args.init_log_std <= MAX_LOG_STD:  # NaN too
+        raise ValueError(
+            f"init_log_std must be a number in [-{MAX_LOG_STD:g}, {MAX_LOG_STD:g}] (the log of the "
+            f"actions' std, which are clipped to [-1, 1]), got {args.init_log_std}"
+        )
 
 
 def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -409,6 +416,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
                     optimizer.step()
                 if args.target_kl is not None and approx_kl.item() > args.target_kl:
                     break
+            check_finite(params, f"env step {global_step}")
             learn_seconds += time.perf_counter() - t0
 
             var_returns = np.var(returns)
@@ -444,8 +452,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         envs.close()
         train_seconds = time.perf_counter() - start_time - run.eval_seconds
         report = run.evaluate(actor, normalizer, global_step, on_eval)
-    except KeyboardInterrupt:
-        run.interrupted(global_step)
+    except (KeyboardInterrupt, TrainingDiverged) as stop:
+        run.interrupted(global_step, stop)
         raise
     seconds = {
         "train_seconds": train_seconds,

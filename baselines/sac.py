@@ -60,6 +60,7 @@ from gameon.baselines.common import (
     OnlineArgs,
     ProgressClock,
     SkillTally,
+    TrainingDiverged,
     check_online_args,
     check_rate,
     make_training_curriculum,
@@ -548,8 +549,8 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
         envs.close()
         train_seconds = time.perf_counter() - start_time - run.eval_seconds
         report = run.evaluate(actor, normalizer, global_step, on_eval)
-    except KeyboardInterrupt:
-        run.interrupted(global_step)
+    except (KeyboardInterrupt, TrainingDiverged) as stop:
+        run.interrupted(global_step, stop)
         raise
     seconds = {
         "train_seconds": train_seconds,

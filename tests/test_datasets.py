@@ -467,6 +467,12 @@ def _without_final_observation(buffer: EpisodeBuffer) -> EpisodeBuffer:
             ),
             "has observations['state'] of shape ",
         ),
+        (
+            lambda b: replace(
+                b, observations={**b.observations, "state": b.observations["state"] * np.nan}
+            ),
+            "has observations['state'] that are not finite numbers",
+        ),
     ],
 )
 def test_an_episode_whose_arrays_disagree_is_refused_before_anything_is_written(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,6 +72,11 @@ def run(module: str, *arguments: str, cwd: Path | None = None) -> subprocess.Com
         ("iql", ["--dataset-id", FAILED, "--beta", "nan"], "beta must be >= 0 (0: plain BC)"),
         ("bc", ["--dataset-id", "missing/x-v0"], "no dataset missing/x-v0: it is not under"),
         ("iql", ["--dataset-id", FAILED, "--expectile", "1.5"], "expectile must be in (0, 1)"),
+        # PPO trained a linear actor; SAC, BC and IQL refuse it
+        ("ppo", ["--hidden"], "hidden must be one or more widths >= 1, got ()"),
+        # exp(100) overflows float32: every action NaN, a traceback from inside the env
+        ("ppo", ["--init-log-std", "100"], "init_log_std must be a number in [-20, 20] (the log"),
+        ("bc", ["--dataset-id", FAILED, "--print-every", "-1"], "print_every must be >= 0 (0: no"),
     ],
 )
 def test_a_bad_setting_is_one_line_and_exit_2(
@@ -434,3 +440,69 @@ def test_runs_given_no_run_dir_in_the_same_second_get_folders_of_their_own(
     assert first == Path("runs/ppo__GameOn_Reach-v0__1__1796316763")
     assert second == Path("runs/ppo__GameOn_Reach-v0__1__1796316763_2")
     assert first.is_dir() and second.is_dir()
+
+
+@pytest.mark.parametrize(
+    ("module", "where"),
+    [("ppo", ["--run-dir", "a-file/run"]), ("bc", ["--run-dir", "a-file/run"]), ("sac", [])],
+)
+def test_a_run_folder_that_cannot_be_written_is_one_line_and_exit_2(
+    module: str, where: list[str], root: Path, tmp_path: Path
+) -> None:
+    """A run folder under a file (or, given no --run-dir, a working folder where runs/ cannot be
+    made) was a NotADirectoryError or PermissionError traceback; an existing folder TensorBoard
+    could not write printed it twice from the writer's thread."""
+    (tmp_path / "a-file").write_text("not a folder")
+    arguments = ["--total-timesteps", "600", "--learning-starts", "100"] if module == "sac" else []
+    if module == "bc":
+        arguments = ["--dataset-id", FAILED, "--datasets-path", str(root)]
+    if not where:
+        (tmp_path / "runs").write_text("a file where runs/ goes")
+    result = run(module, *arguments, *where, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    folder = "a-file/run" if where else "runs"
+    assert (
+        f"python -m gameon.baselines.{module}: error: cannot write the run folder {folder} ("
+        in (result.stderr)
+    )
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_training_that_diverges_stops_in_one_line_saying_what_the_folder_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --learning-rate 100 PPO's weights became NaN and the next rollout ended in a
+    WorkerError traceback from inside the env ("action must be finite"), the folder left with
+    its TensorBoard logs and no word about them."""
+    prog = "python -m gameon.baselines.ppo"
+    run_dir = tmp_path / "run"
+    arguments = ["--total-timesteps", "1024", "--num-steps", "256", "--learning-rate", "100"]
+    arguments += ["--no-anneal-lr", "--eval-episodes-per-skill", "1", "--run-dir", str(run_dir)]
+    monkeypatch.setattr(sys, "argv", ["ppo", *arguments])
+    with pytest.raises(SystemExit) as exit_:
+        common.run_cli(ppo.train, ppo.Args, prog, ppo.check_args)
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert "stopped (training diverged) at env step 512 of 1024: " in err
+    assert f"{prog}: error: training diverged by env step 512: the policy's weights are no " in err
+    assert "Traceback" not in err and "WorkerError" not in err
+
+
+def test_a_dataset_holding_a_nan_is_refused_before_training(root: Path, tmp_path: Path) -> None:
+    """One NaN in one observation poisoned the normaliser: BC and IQL trained their whole budget
+    on NaN losses, then failed inside the env on a NaN action."""
+    import h5py
+
+    shutil.copytree(root, tmp_path / "data")
+    path = tmp_path / "data" / FAILED / "data" / "main_data.hdf5"
+    with h5py.File(path, "a") as file:
+        state = file["episode_0/observations/state"]
+        values = state[:]
+        values[3, 0] = float("nan")
+        state[...] = values
+    result = run(
+        "bc", "--dataset-id", FAILED, "--datasets-path", str(tmp_path / "data"), cwd=tmp_path
+    )
+    assert result.returncode == 2, result.stderr
+    assert "episode 0 holds observations['state'] that are not finite numbers" in result.stderr
+    assert "Traceback" not in result.stderr
