@@ -70,6 +70,7 @@ from gameon.atomic import atomic_write, check_writable, defer_signals, file_lock
 from gameon.benchmark.report import (
     budget_text,
     group_key,
+    markdown_text,
     per_skill_iqm,
     protocol_name,
     target_success,
@@ -1252,7 +1253,7 @@ def render_markdown(board: Board) -> str:
             ", ".join(commits),
             entry.id,
         ]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(markdown_text(c) for c in cells) + " |")
     if not board.entries:
         lines.append("")
         lines.append("No entries yet.")

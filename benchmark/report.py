@@ -610,13 +610,16 @@ def _interval(estimate: dict | None, runs: int, digits: int = 2) -> str:
     return f"{value} [{estimate['low']:.{digits}f}, {estimate['high']:.{digits}f}]"
 
 
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def markdown_text(text: object) -> str:
+    """A value as one line of Markdown text that breaks neither a table nor a heading: line
+    breaks become spaces, '|' is escaped, '<' written as an entity (a label or description is
+    shown, never run, whatever viewer renders the file)."""
+    return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(markdown_text(c) for c in row) + " |" for row in rows]
     return lines
 
 
@@ -708,7 +711,7 @@ def render_markdown(summary: dict) -> str:
     by what its columns mean."""
     heading = "# Benchmark report"
     if summary.get("matrix"):
-        heading += f" ({summary['matrix']})"
+        heading += f" ({markdown_text(summary['matrix'])})"
     lines = [heading, ""]
     banner = pipeline_banner(summary)
     if banner:
@@ -959,7 +962,8 @@ def _comparison_lines(
         own, theirs = len(group["seeds"]), len(baseline["seeds"])
         lines.append(
             f"- {group['protocol']} / {group['env_id']} / {group['learner']}: "
-            f"{group['curriculum_label']} {_interval(group['target_success'], own)} vs fixed "
+            f"{markdown_text(group['curriculum_label'])} "
+            f"{_interval(group['target_success'], own)} vs fixed "
             f"{_interval(baseline['target_success'], theirs)}, P(> fixed) "
             f"{_interval(group['improvement_over_fixed'], runs)}: {verdict}."
         )

@@ -962,3 +962,17 @@ def test_a_runs_learning_curves_travel_with_its_record(board, tmp_path) -> None:
     copies = [(board / run.record).parent / "curves.png" for run in entry.runs]
     assert copies[0].read_bytes() == b"\x89PNG curves of seed 0"
     assert not copies[1].exists() and not copies[2].exists()
+
+
+def test_a_label_with_a_line_break_keeps_its_row_whole(tmp_path) -> None:
+    """Cells escaped '|' but not line breaks: the row split in two, its second half outside the
+    table; raw HTML in a label reached LEADERBOARD.md as HTML."""
+    label = "odd\nlabel <b>"
+    runs = [
+        write_run(tmp_path / "odd", make_record(seed, wins, "fixed", label))
+        for seed, wins in enumerate(LP)
+    ]
+    board = tmp_path / "board"
+    assert submit(runs, board).accepted
+    rows = [line for line in (board / "LEADERBOARD.md").read_text().splitlines() if "odd" in line]
+    assert len(rows) == 1 and rows[0].startswith("| 1 | ") and "odd label &lt;b>" in rows[0]

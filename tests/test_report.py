@@ -750,3 +750,20 @@ def test_long_vlm_labels_neither_overlap_nor_cover_the_curves(tmp_path, monkeypa
     renderer = curves.canvas.get_renderer()
     legend = curves.axes[0].get_legend().get_window_extent(renderer)
     assert legend.x0 >= curves.axes[0].get_window_extent(renderer).x1
+
+
+def test_odd_labels_and_descriptions_break_no_table_or_heading(tmp_path) -> None:
+    """A line break in a matrix description put a stray heading into the report's title, one in
+    a label split a comparison line, and raw HTML in a label reached the Markdown as HTML."""
+    label = "vlm[x]\n## injected | <img src=x onerror=alert(1)>"
+    results = tmp_path / "results"
+    for seed, successes in enumerate(FIXED):
+        write_run(results, make_record(seed, successes, "fixed"))
+        write_run(results, make_record(seed, successes, "vlm", label))
+    description = "d\n## injected heading | with pipe"
+    (results / "matrix.json").write_text(json.dumps({"name": "m", "description": description}))
+    markdown = write_report(results).markdown.read_text()
+    assert markdown.splitlines()[0] == "# Benchmark report (m: d ## injected heading \\| with pipe)"
+    assert not any(line.startswith("## injected") for line in markdown.splitlines())
+    assert "<img" not in markdown
+    assert "vlm[x] ## injected \\| &lt;img src=x onerror=alert(1)>" in markdown
