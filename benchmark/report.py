@@ -40,6 +40,7 @@ from gameon.envs.language import COLOURS, SKILLS
 from gameon.records import RECORD_FILE, RunRecord, load_record
 
 REPORT_FORMAT = "gameon-report-v1"
+REPORT_JSON = "report.json"
 BASELINE = "fixed"
 """The curriculum every other one is compared with (probability of improvement)."""
 POSITIVE, NEGATIVE = "positive_control", "negative_control"
@@ -103,6 +104,8 @@ def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
     for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         if folder.name.startswith("."):
             continue
+        if not (folder / RECORD_FILE).is_file() and (folder / REPORT_JSON).is_file():
+            continue  # a report written into the results folder with --out, not a run
         if not (folder / RECORD_FILE).is_file():
             skipped.append(Skipped(str(folder), _why_no_record(folder)))
             continue
@@ -488,6 +491,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         ) from None
     groups = summarise(records)
     overall = across_envs(records)
+    earlier = earlier_plots(out)
     plots = write_plots(records, out)
     matrix = read_matrix(results_dir)
     summary = {
@@ -506,9 +510,28 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     }
     markdown = render_markdown(summary)
     with defer_signals():
-        json_path = _write(out / "report.json", json.dumps(summary, indent=1) + "\n")
+        json_path = _write(out / REPORT_JSON, json.dumps(summary, indent=1) + "\n")
         markdown_path = _write(out / "report.md", markdown)
+    for name in earlier - {p.name for p in plots}:  # the replaced report's, not this one's
+        (out / name).unlink(missing_ok=True)
     return ReportPaths(markdown_path, json_path, plots, skipped, summary["missing_runs"])
+
+
+def earlier_plots(out: Path) -> set[str]:
+    """The plots an earlier report in `out` listed in its report.json (plain .png names only):
+    what a new report there removes where it draws none of its own, so that another matrix's
+    plots are not left beside it looking like part of it."""
+    try:
+        names = json.loads((out / REPORT_JSON).read_text())["plots"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    if not isinstance(names, list):
+        return set()
+    return {
+        name
+        for name in names
+        if isinstance(name, str) and name.endswith(".png") and Path(name).name == name
+    }
 
 
 def no_records_message(results_dir: Path, skipped: Sequence[Skipped]) -> str:

@@ -767,3 +767,23 @@ def test_odd_labels_and_descriptions_break_no_table_or_heading(tmp_path) -> None
     assert not any(line.startswith("## injected") for line in markdown.splitlines())
     assert "<img" not in markdown
     assert "vlm[x] ## injected \\| &lt;img src=x onerror=alert(1)>" in markdown
+
+
+def test_a_report_replacing_another_leaves_none_of_its_plots_and_is_no_run(tmp_path) -> None:
+    """Reporting a second matrix into the same --out left the first one's plots (another
+    learner's) beside the new report as if part of it; a report written with --out inside the
+    results folder was listed as a skipped run folder ("no record.json") by every later report."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    for seed, successes in enumerate(FIXED):
+        write_run(one, make_record(seed, successes, "fixed"))
+        write_run(one, make_record(seed, successes, "fixed", learner="iql"))
+        write_run(two, make_record(seed, successes, "fixed"))
+    out = tmp_path / "out"
+    first = write_report(one, out).plots
+    assert any("iql" in p.name for p in first)
+    second = write_report(two, out).plots
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(p.name for p in second)
+
+    write_report(one, one / "report_v2")
+    paths = write_report(one)
+    assert not paths.skipped
