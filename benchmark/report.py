@@ -1027,7 +1027,7 @@ def _group_row(group: dict, seeds: dict[tuple[str, str, str, str], int]) -> list
         _interval(group["improvement_over_fixed"], versus),
         _interval(group["suite_improvement_over_fixed"], versus),
         entropy,
-        f"{vlm['calls']:.0f}",
+        f"{vlm['calls']:.0f}" if float(vlm["calls"]).is_integer() else f"{vlm['calls']:.1f}",
         f"{vlm['prompt_tokens'] + vlm['completion_tokens']:.0f}",
         f"{vlm['cost_usd']:.4f}",
         f"{group['wall_seconds_mean']:.0f}",

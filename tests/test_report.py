@@ -787,3 +787,17 @@ def test_a_report_replacing_another_leaves_none_of_its_plots_and_is_no_run(tmp_p
     write_report(one, one / "report_v2")
     paths = write_report(one)
     assert not paths.skipped
+
+
+def test_a_fractional_mean_of_vlm_calls_is_not_rounded_to_a_whole_call(tmp_path) -> None:
+    """The VLM calls column rounded the per-run mean: 4, 5 and 5 calls read as 5."""
+    results = tmp_path / "results"
+    for seed, (successes, calls) in enumerate(zip(VLM, (4, 5, 5), strict=True)):
+        vlm = VLMUsage(backend="rules", calls=calls)
+        write_run(results, make_record(seed, successes, "vlm", "vlm[rules]", vlm=vlm))
+    row = next(
+        line
+        for line in write_report(results).markdown.read_text().splitlines()
+        if line.startswith("| collect | GameOn/Reach-v0 | vlm[rules] ")
+    )
+    assert " | 4.7 | " in row
