@@ -399,7 +399,10 @@ def _actor_of(payload: dict, path: Path) -> tuple[Actor | ChunkedActor, Normaliz
         raise ValueError(f"{path}: actor weights do not match its architecture ({error})") from None
     actor.eval()
     saved = payload["normalizer"]
-    normalizer = None if saved is None else Normalizer(**saved)
+    try:
+        normalizer = None if saved is None else Normalizer(**saved)
+    except TypeError as error:  # a hand-edited dict: a field missing or unknown
+        raise ValueError(f"{path}: its normalizer is not one ({error})") from None
     return actor, normalizer, payload
 
 

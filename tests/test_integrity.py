@@ -63,3 +63,18 @@ def test_uncommitted_code_changes_are_named_by_a_digest(tmp_path: Path) -> None:
     (tmp_path / "other" / "b.toml").write_text("b = 3\n")
     assert source_changes(package) not in (None, first)
     assert source_changes("/") is None  # no checkout
+
+
+def test_a_checkpoint_whose_normalizer_lost_a_field_is_a_value_error(tmp_path: Path) -> None:
+    """Every damaged checkpoint is a ValueError naming it, but a normalizer dict without `var`
+    was Normalizer's TypeError."""
+    torch = pytest.importorskip("torch")
+    from gameon.policy import Actor, Normalizer, load_checkpoint, save_checkpoint
+
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, "bc", "GameOn/Reach-v0", Actor(4, 2, (8,)), Normalizer.zeros(4), {})
+    payload = torch.load(path, weights_only=False)
+    del payload["normalizer"]["var"]
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match=f"{path}: its normalizer is not one \\("):
+        load_checkpoint(path)
