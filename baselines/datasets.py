@@ -697,7 +697,8 @@ def check_datasets_folder(folder: Path) -> None:
         check_writable(folder)
     except OSError as error:
         raise ValueError(
-            f"cannot write the dataset under {folder} ({error}); choose another --datasets-path"
+            f"cannot write the dataset under {folder} ({error}); choose another --datasets-path, "
+            "or a dataset id whose namespace is not a file there"
         ) from None
 
 
