@@ -65,6 +65,7 @@ from gameon.atomic import atomic_write, check_writable, file_lock
 from gameon.baselines.usage import usage_message
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.experts import make_expert
+from gameon.envs.stacking_env import block_colours
 from gameon.policy import Normalizer, check_env_id, flat_observation, flat_size
 
 EPISODES_FILE = "episodes.json"
@@ -493,6 +494,19 @@ def _difference(name: str, old: dict[str, Any], new: dict[str, Any], defaults: d
     return f"{there} there, {here} here"
 
 
+def _same_setting(name: str, old: Any, new: Any) -> bool:
+    """Whether two values of an env kwarg play the same episodes: equal, or for `blocks` the same
+    colours in the same order (3 and ["red", "green", "blue"] alike)."""
+    if old == new:
+        return True
+    if name != "blocks":
+        return False
+    try:
+        return block_colours(old) == block_colours(new)
+    except (ValueError, TypeError):
+        return False
+
+
 def _mismatch(env: gym.Env, storage: MinariStorage, old: dict[str, Any]) -> str:
     """How `env` differs from the env a dataset's episodes were played in (`old`, its spec's
     `_env_settings`, then its spaces), or "" if it does not. A kwarg one side leaves out matches
@@ -503,7 +517,11 @@ def _mismatch(env: gym.Env, storage: MinariStorage, old: dict[str, Any]) -> str:
     differences = [
         _difference(name, old, new, defaults)
         for name in {**old, **new}
-        if old.get(name, defaults.get(name, missing)) != new.get(name, defaults.get(name, missing))
+        if not _same_setting(
+            name,
+            old.get(name, defaults.get(name, missing)),
+            new.get(name, defaults.get(name, missing)),
+        )
     ]
     if differences:
         return f"other env settings than these ({'; '.join(differences)})"

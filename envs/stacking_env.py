@@ -149,6 +149,27 @@ def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Ren
         os.environ.pop(SOFTWARE_RENDER_THREADS_VAR, None)
 
 
+def block_colours(blocks: int | Sequence[str]) -> tuple[str, ...]:
+    """The scene's block colours as the env's `blocks` gives them: a count (the first n colours)
+    or colours in a fixed order; ValueError naming the accepted forms otherwise."""
+    if _is_int(blocks):
+        if not 2 <= blocks <= len(COLOURS):
+            raise ValueError(f"blocks must be 2 to {len(COLOURS)}, got {blocks}")
+        return COLOURS[:blocks]
+    if not _is_ordered(blocks):
+        raise ValueError(
+            f"blocks must be a number of blocks (2 to {len(COLOURS)}) or a list of colours "
+            f"({', '.join(COLOURS)}) in a fixed order (a list or tuple, not a set: the state "
+            f"lists the blocks in it), got {blocks!r}"
+        )
+    colours = tuple(blocks)
+    for colour in colours:
+        _choice("block colour", colour, COLOURS)
+    if len(set(colours)) != len(colours) or not 2 <= len(colours) <= len(COLOURS):
+        raise ValueError(f"blocks must be 2 to {len(COLOURS)} distinct colours, got {colours}")
+    return colours
+
+
 class StackingEnv(gym.Env):
     """Language-conditioned block manipulation with a 7-DoF arm under 20 Hz Cartesian control.
 
@@ -175,7 +196,7 @@ class StackingEnv(gym.Env):
     ) -> None:
         if unknown:
             raise _unknown_keywords(unknown)
-        self.colours = self._colours(blocks)
+        self.colours = block_colours(blocks)
         if not _is_ordered(skills):
             raise ValueError(
                 f"skills must be a list of skill names ({', '.join(SKILLS)}) in a fixed order "
@@ -231,25 +252,6 @@ class StackingEnv(gym.Env):
         self._start = None
         self._last_obs: dict[str, np.ndarray] = {}
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
-
-    @staticmethod
-    def _colours(blocks: int | Sequence[str]) -> tuple[str, ...]:
-        if _is_int(blocks):
-            if not 2 <= blocks <= len(COLOURS):
-                raise ValueError(f"blocks must be 2 to {len(COLOURS)}, got {blocks}")
-            return COLOURS[:blocks]
-        if not _is_ordered(blocks):
-            raise ValueError(
-                f"blocks must be a number of blocks (2 to {len(COLOURS)}) or a list of colours "
-                f"({', '.join(COLOURS)}) in a fixed order (a list or tuple, not a set: the state "
-                f"lists the blocks in it), got {blocks!r}"
-            )
-        colours = tuple(blocks)
-        for colour in colours:
-            _choice("block colour", colour, COLOURS)
-        if len(set(colours)) != len(colours) or not 2 <= len(colours) <= len(COLOURS):
-            raise ValueError(f"blocks must be 2 to {len(COLOURS)} distinct colours, got {colours}")
-        return colours
 
     def reset(
         self, *, seed: int | np.integer | None = None, options: dict[str, Any] | None = None

@@ -250,7 +250,14 @@ def test_appending_episodes_played_with_other_env_settings_is_refused(
     assert contents(tmp_path / DENSE) == before
 
 
-@pytest.mark.parametrize("kwargs", [{"terminate_on_success": True}, {"obs_mode": "state"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"terminate_on_success": True},
+        {"obs_mode": "state"},
+        {"blocks": ["red", "green", "blue"]},  # the default 3 blocks, named
+    ],
+)
 def test_appending_episodes_with_a_kwarg_given_at_its_default_is_accepted(
     root: Path, tmp_path: Path, kwargs: dict
 ) -> None:
