@@ -218,7 +218,7 @@ def check_rate(name: str, value: float) -> None:
     """ValueError unless `value` is a finite number > 0 (a learning rate torch would refuse only
     once the run folder is made, a temperature, a clip; NaN fails too)."""
     if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be > 0, got {value}")
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
 
 
 def seed_everything(seed: int, torch_deterministic: bool = True) -> None:

@@ -65,8 +65,8 @@ def run(module: str, *arguments: str, cwd: Path | None = None) -> subprocess.Com
         ("sac", ["--curriculum", "negative_control"], "curriculum 'negative_control' cannot train"),
         ("sac", ["--demo-ratio", "1.5"], "demo_ratio must be in (0, 1), got 1.5"),
         # refused by torch or numpy only once the run folder was made, with a traceback
-        ("ppo", ["--learning-rate", "-1"], "learning_rate must be > 0, got -1.0"),
-        ("sac", ["--alpha", "0"], "alpha must be > 0, got 0.0"),
+        ("ppo", ["--learning-rate", "-1"], "learning_rate must be a finite number > 0, got -1.0"),
+        ("sac", ["--alpha", "0"], "alpha must be a finite number > 0, got 0.0"),
         ("sac", ["--seed", "-1"], "seed must be in 0 .. 2**32 - 1 = 4294967295, got -1"),
         ("bc", ["--dataset-id", FAILED, "--learning-rate", "nan"], "learning_rate must be >= 0"),
         ("iql", ["--dataset-id", FAILED, "--beta", "nan"], "beta must be >= 0 (0: plain BC)"),

@@ -514,13 +514,13 @@ def test_ctrl_c_keeps_the_last_evaluation_s_checkpoint_and_eval_and_says_so(
         # refused by torch or numpy only once the run folder was made, with a traceback
         (bc, {"learning_rate": -1.0}, r"learning_rate must be >= 0 \(0: the --init-checkpoint"),
         (bc, {"seed": 2**32}, r"seed must be in 0 \.\. 2\*\*32 - 1"),
-        (iql, {"actor_lr": float("nan")}, "actor_lr must be > 0, got nan"),
+        (iql, {"actor_lr": float("nan")}, "actor_lr must be a finite number > 0, got nan"),
         # NaN actions at the first evaluation, after the whole budget
         (iql, {"beta": float("nan")}, "beta must be >= 0"),
         (bc, {"ensemble_decay": float("nan")}, "ensemble_decay nan over chunks of 8"),
         (bc, {"ensemble_decay": -200.0}, r"keep \|ensemble_decay\| \* \(chunk_length - 1\)"),
         # trained on nonsense without a word
-        (iql, {"critic_lr": 0.0}, "critic_lr must be > 0, got 0.0"),
+        (iql, {"critic_lr": 0.0}, "critic_lr must be a finite number > 0, got 0.0"),
         (iql, {"discount": 5.0}, r"discount must be in \[0, 1\], got 5.0"),
         (iql, {"polyak": 3.0}, r"polyak must be in \(0, 1\], got 3.0"),
         (iql, {"reward_scale": float("inf")}, "reward_scale must be a finite number"),

@@ -161,7 +161,7 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"vectorization": "threads"}, "accepted: shared, sync, async"),
         ({"curriculum": "random"}, "accepted: fixed, hand, lp"),
         ({"num_minibatches": 10_000}, "num_minibatches"),
-        ({"learning_rate": 0.0}, "learning_rate must be > 0"),
+        ({"learning_rate": 0.0}, "learning_rate must be a finite number > 0"),
         ({"gamma": 1.5}, r"gamma must be in \[0, 1\], got 1.5"),
         ({"gae_lambda": float("nan")}, r"gae_lambda must be in \[0, 1\]"),
         ({"clip_coef": -0.2}, "clip_coef must be > 0"),

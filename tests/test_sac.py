@@ -212,9 +212,9 @@ def test_unknown_env_id_names_the_registered_ids(tmp_path: Path) -> None:
         ({"learning_starts": 300}, r"total_timesteps \(300\) must exceed learning_starts \(300\)"),
         ({"buffer_size": 32}, r"batch_size \(64\) must be <= buffer_size \(32\)"),
         ({"batch_size": 512}, r"batch_size \(512\) must be <= .* total_timesteps \(300\)"),
-        ({"policy_lr": -1.0}, "policy_lr must be > 0"),
-        ({"q_lr": 0.0}, "q_lr must be > 0"),
-        ({"alpha": 0.0}, "alpha must be > 0"),
+        ({"policy_lr": -1.0}, "policy_lr must be a finite number > 0"),
+        ({"q_lr": 0.0}, "q_lr must be a finite number > 0"),
+        ({"alpha": 0.0}, "alpha must be a finite number > 0"),
         ({"gamma": 1.01}, r"gamma must be in \[0, 1\]"),
         ({"target_entropy": float("nan")}, "target_entropy must be a finite number"),
         # one critic update after learning_starts: the actor (policy_frequency 2) saved untrained
