@@ -302,8 +302,13 @@ class Stage:
     tasks: tuple[str, ...]
     window: int
     threshold: float
+    window_rule: str = ""
+    """How the stages file gives the window ("window 5", "window_share 0.08, min_window 5"): what
+    a resume must find unchanged, while a share's window may differ with the run's budget."""
 
     def __post_init__(self) -> None:
+        if not self.window_rule:
+            object.__setattr__(self, "window_rule", f"window {self.window}")
         if not self.tasks:
             raise ValueError(f"stage {self.name!r} has no tasks")
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
@@ -329,12 +334,13 @@ def _check_budget(budget: int | None) -> None:
 
 def _stage_window(
     label: str, config: Mapping[str, Any], budget: int | None, min_window: int
-) -> Any:
-    """A stage's window: `window` as given, or max(min_window, round(window_share * budget))."""
+) -> tuple[Any, str]:
+    """A stage's window, `window` as given or max(min_window, round(window_share * budget)), and
+    how the file gives it (`Stage.window_rule`)."""
     if "window" in config and "window_share" in config:
         raise ValueError(f"{label}: give 'window' or 'window_share', not both")
     if "window" in config:
-        return config["window"]
+        return config["window"], f"window {config['window']}"
     if "window_share" not in config:
         raise ValueError(
             f"{label}: missing key 'window' (episodes) or 'window_share' (a fraction of the "
@@ -348,7 +354,7 @@ def _stage_window(
             f"{label}: window_share needs the run's budget (the outcomes it will report); "
             "pass budget=N"
         )
-    return max(min_window, round(share * budget))
+    return max(min_window, round(share * budget)), f"window_share {share}, min_window {min_window}"
 
 
 def _stage_from_config(
@@ -371,7 +377,7 @@ def _stage_from_config(
         if key not in config:
             raise ValueError(f"{label}: missing key {key!r}")
     label = f"stage {index} ({config['name']!r})"
-    window = _stage_window(label, config, budget, min_window)
+    window, window_rule = _stage_window(label, config, budget, min_window)
     if "skills" not in config and "instructions" not in config:
         raise ValueError(f"{label}: give 'skills', 'instructions' or both")
     for key, example in (("skills", '["reach"]'), ("instructions", '["pick up the red block"]')):
@@ -402,6 +408,7 @@ def _stage_from_config(
             tuple(dict.fromkeys(tasks)),
             window,
             config["threshold"],
+            window_rule,
         )
     except ValueError as error:
         raise ValueError(f"{label}: {error}") from None
@@ -573,9 +580,13 @@ class HandCurriculum(Curriculum):
         }
 
     def _stages_saved(self) -> list[list[Any]]:
-        """What a resume must find unchanged: each stage's name, tasks and threshold, then the
-        review rate (windows may differ, and are restored from `windows`)."""
-        stages = [[stage.name, list(stage.tasks), stage.threshold] for stage in self.stages]
+        """What a resume must find unchanged: each stage's name, tasks, threshold and window rule,
+        then the review rate (a window_share's window may differ with the budget: the windows
+        themselves are restored from `windows`)."""
+        stages = [
+            [stage.name, list(stage.tasks), stage.threshold, stage.window_rule]
+            for stage in self.stages
+        ]
         return [*stages, [self.review]]
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -584,9 +595,13 @@ class HandCurriculum(Curriculum):
         if not 0 <= int(state["stage"]) < len(self.stages):
             raise ValueError(f"state stage {state['stage']} is not one of {len(self.stages)}")
         saved = state.get("stages")  # None in a state saved before the stages were kept
-        if saved is not None and saved != self._stages_saved():
+        mine = self._stages_saved()
+        if saved is not None and saved and all(len(entry) == 3 for entry in saved[:-1]):
+            mine = [entry[:3] for entry in mine[:-1]] + mine[-1:]  # saved before window rules
+        if saved is not None and saved != mine:
             raise CurriculumChanged(
-                "the hand curriculum's stages (names, tasks, thresholds or review rate) differ "
+                "the hand curriculum's stages (names, tasks, windows, thresholds or review rate) "
+                "differ "
                 "from those the run was saved with: its stages file changed, or another was "
                 "given; give that one back to resume, or start a new run"
             )

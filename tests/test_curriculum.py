@@ -2,6 +2,7 @@
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
@@ -515,3 +516,26 @@ def test_vector_wrapper_needs_autoreset_disabled():
     with pytest.raises(ValueError, match="AutoresetMode.DISABLED"):
         CurriculumVectorWrapper(envs, FixedCurriculum(REACH))
     envs.close()
+
+
+def test_hand_state_saved_with_another_window_is_refused_but_not_a_share_of_a_new_budget():
+    """An edited `window` went unnoticed on resume (the saved windows were restored over it) while
+    the record named the edited file; a window_share's window may differ with a larger budget."""
+    saved = json.loads(json.dumps(HandCurriculum(STAGES, seed=0).state_dict()))
+    wider = [STAGES[0], replace(STAGES[1], window=50, window_rule="")]
+    with pytest.raises(CurriculumChanged, match="windows, thresholds or review rate"):
+        HandCurriculum(wider, seed=0).load_state_dict(saved)
+
+    config = {
+        "stage": [{"name": "reach", "skills": ["reach"], "window_share": 0.5, "threshold": 0.5}]
+    }
+    short = HandCurriculum.from_config(config, budget=10)
+    longer = HandCurriculum.from_config(config, budget=40)
+    assert (short.stages[0].window, longer.stages[0].window) == (5, 20)
+    longer.load_state_dict(json.loads(json.dumps(short.state_dict())))
+    assert longer.stages[0].window == 5
+    saved_before_rules = json.loads(json.dumps(short.state_dict()))
+    saved_before_rules["stages"] = [entry[:3] for entry in saved_before_rules["stages"][:-1]] + [
+        saved_before_rules["stages"][-1]
+    ]
+    longer.load_state_dict(saved_before_rules)
