@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import itertools
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -59,7 +60,7 @@ from gameon.envs import ENV_IDS
 from gameon.experimenter.curricula import CURRICULA
 from gameon.experimenter.loop import LEARNERS as COLLECT_LEARNERS
 from gameon.experimenter.vlm.factory import BACKENDS, FREE_BACKENDS, vlm_label
-from gameon.integrity import input_file_digests
+from gameon.integrity import INPUT_FILE_FIELDS, input_file_digests
 
 try:
     import tomllib
@@ -86,6 +87,9 @@ OWNED_FIELDS = {
     "collect": ("env_id", "curriculum", "learner", "seed", "eval_episodes_per_skill"),
 }
 """Fields of the learner's Args (online) or LoopConfig (collect) that the harness sets itself."""
+PATH_OPTIONS = ("path", "replay", *INPUT_FILE_FIELDS)
+"""Curriculum options and settings that name a file: compared resolved, so that two files of one
+name in two folders are told apart."""
 OPTION_ALIASES = {("hand", "path"): "hand_curriculum"}
 """Curriculum options whose config field is not named `{curriculum}_{option}`."""
 
@@ -381,20 +385,38 @@ def _check_labels(parts: list[ProtocolSpec]) -> None:
     """Refuse two curricula of a protocol, learner and env that differ only in options their
     records do not label: reports and the leaderboard group runs by (protocol, label, learner,
     env) and would pool the two."""
-    slugs: dict[tuple[str, str, str, str], str] = {}
+    seen: dict[tuple[str, str, str, str], tuple[str, str, str]] = {}
     for part in parts:
         for learner, env_id, curriculum in itertools.product(
             part.learners, part.env_ids, part.curricula
         ):
             key = (part.protocol, curriculum.label, learner, env_id)
-            slug = slugs.setdefault(key, curriculum.slug)
-            if slug != curriculum.slug:
-                raise ValueError(
-                    f"[{part.protocol}] curricula {slug} and {curriculum.slug} would both be "
-                    f"labelled {curriculum.label!r} in the run records of {learner} on {env_id}, "
-                    "and reports and the leaderboard group runs by that label, pooling the two; "
-                    "run them as separate matrices (each with its own results directory)"
-                )
+            settings = {**part.settings, **part.learner_settings.get(learner, {})}
+            identity = (curriculum.slug, _resolved(curriculum.options), _resolved(settings))
+            first = seen.setdefault(key, identity)
+            if first == identity:
+                continue
+            what = (
+                f"curricula {first[0]} and {curriculum.slug}"
+                if first[:2] != identity[:2]
+                else f"two sections' settings ({first[2]} and {identity[2]})"
+            )
+            raise ValueError(
+                f"[{part.protocol}] {what} would both be labelled {curriculum.label!r} in the "
+                f"run records of {learner} on {env_id}, and reports and the leaderboard group "
+                "runs by that label, pooling the two; run them as separate matrices (each with "
+                "its own results directory)"
+            )
+
+
+def _resolved(options: dict[str, Any]) -> str:
+    """Options as one comparable text, with the files they name resolved (two stages files may
+    share a name in two folders)."""
+    resolved = {
+        key: str(Path(value).resolve()) if key in PATH_OPTIONS and isinstance(value, str) else value
+        for key, value in options.items()
+    }
+    return json.dumps(resolved, sort_keys=True, default=str)
 
 
 def _curricula(tables: list[Any], where: str, notes: list[str]) -> tuple[CurriculumSpec, ...]:
@@ -539,13 +561,17 @@ def spec_dict(spec: MatrixSpec) -> dict[str, Any]:
 
 
 def input_files(runs: Sequence[RunSpec]) -> dict[str, str | None]:
-    """The sha256 of each hand curriculum's stages file the runs read (`input_file_digests`):
-    runs record only the path, so an edited file, or the same relative path read from another
-    folder, would otherwise mix two curricula under one label."""
+    """The sha256 of each file the runs read by path (`input_file_digests`): a hand curriculum's
+    stages, a coded skill library, a VLM transcript to replay. Runs record only the path, so an
+    edited file, or the same relative path read from another folder, would otherwise mix two
+    inputs under one label."""
     paths = [
         path
         for run in runs
-        for path in (run.curriculum.options.get("path"), run.settings.get("hand_curriculum"))
+        for path in (
+            *(run.curriculum.options.get(option) for option in ("path", "replay")),
+            *(run.settings.get(name) for name in INPUT_FILE_FIELDS),
+        )
     ]
     return input_file_digests(paths)
 

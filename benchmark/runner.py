@@ -375,7 +375,8 @@ def _is_matrix(data: Any) -> bool:
 
 def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str | None:
     """A one-line description of how two expanded matrices differ, or None if they do not. A
-    matrix.json written before input files were kept (no `input_files`) is not compared on them."""
+    matrix.json is compared on the input files it names (none, if written before they were
+    kept; hand stages only, if before coded skills and transcripts were)."""
     old = {r["run_id"]: r for r in existing.get("runs", [])}
     new = {r["run_id"]: r for r in wanted["runs"]}
     if existing.get("format") != wanted["format"]:
@@ -389,11 +390,15 @@ def matrix_difference(existing: dict[str, Any], wanted: dict[str, Any]) -> str |
     if changed:
         keys = [k for k in new[changed[0]] if new[changed[0]][k] != old[changed[0]].get(k)]
         return f"{len(changed)} runs have other settings, e.g. {changed[0]} ({', '.join(keys)})"
-    files, now = existing.get("input_files"), wanted["input_files"]
-    if files is not None and files != now:
-        path = next(p for p in sorted({*files, *now}) if files.get(p) != now.get(p))
+    files, now = existing.get("input_files") or {}, wanted["input_files"]
+    changed_files = [path for path in sorted(files) if files[path] != now.get(path)]
+    if changed_files:  # a file matrix.json does not name was not tracked when it was written
+        path = changed_files[0]
         state = "cannot be read now" if now.get(path) is None else "has changed"
-        return f"the file {path} {state} since these results were made (another hand curriculum)"
+        return (
+            f"the file {path} {state} since these results were made (another input of their "
+            "runs: stages, coded skills or a transcript)"
+        )
     return None
 
 

@@ -51,15 +51,21 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+INPUT_FILE_FIELDS = ("hand_curriculum", "coded_skills", "vlm_replay")
+"""Config fields (a learner's Args, the collect loop's config) naming a file a run reads: a hand
+curriculum's stages, a coded skill library, a VLM transcript (or the run folder holding it)."""
+
+
 def input_file_digests(paths: Iterable[str | None]) -> dict[str, str | None]:
-    """The sha256 of each file a run reads by a path of its settings (a hand curriculum's stages
-    file), keyed by the path as given, None where none can be read: a path alone would let an
-    edited file, or the same relative path read from another folder, pass for the same input."""
+    """The sha256 of each file (or folder, `folder_sha256`) a run reads by a path of its settings
+    (`INPUT_FILE_FIELDS`), keyed by the path as given, None where none can be read: a path alone
+    would let an edited file, or the same relative path read from another folder, pass for the
+    same input."""
     digests: dict[str, str | None] = {}
     for path in sorted({path for path in paths if isinstance(path, str)}):
         try:
-            digests[path] = file_sha256(path)
-        except OSError:
+            digests[path] = folder_sha256(path) if Path(path).is_dir() else file_sha256(path)
+        except (OSError, ValueError):
             digests[path] = None
     return digests
 

@@ -34,6 +34,7 @@ from gameon.atomic import atomic_write
 from gameon.envs import ENV_SKILLS
 from gameon.envs.language import COLOURS, SKILLS, parse
 from gameon.integrity import (
+    INPUT_FILE_FIELDS,
     checkpoint_evidence,
     folder_sha256,
     git_commit,
@@ -354,7 +355,11 @@ def build_record(
         **checkpoint_evidence(checkpoint),
         dataset_sha256=None if dataset is None else folder_sha256(dataset),
         training=training.model_copy(
-            update={"input_files": input_file_digests([training.config.get("hand_curriculum")])}
+            update={
+                "input_files": input_file_digests(
+                    [training.config.get(name) for name in INPUT_FILE_FIELDS]
+                )
+            }
         ),
         platform=platform_info(),
         extra=extra,

@@ -410,3 +410,44 @@ def test_a_results_dir_refuses_another_matrix(tmp_path):
     with pytest.raises(ValueError, match=r"other settings, e.g. .* \(budget\)"):
         write_matrix_file(parse_spec(tiny(**{"online.budget.total_timesteps": 512})), tmp_path)
     assert json.loads((tmp_path / "matrix.json").read_text())["name"] == "tiny"
+
+
+def test_sections_alike_but_for_a_stages_folder_or_settings_are_refused(tmp_path, monkeypatch):
+    """Two stages files named alike in two folders, and two sections with other settings (dense
+    and sparse rewards), were each pooled in one row: only the run-id part of the curriculum,
+    which drops the folder, was compared."""
+    text = '[[stage]]\nname = "a"\nskills = ["reach"]\nwindow = 3\nthreshold = {}\n'
+    for folder, threshold in (("v1", 0.8), ("v2", 0.5)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "hand.toml").write_text(text.format(threshold))
+    monkeypatch.chdir(tmp_path)
+    spec = tiny()
+    section = spec.pop("online")
+    spec.pop("seeds")
+    spec["online"] = [
+        {**section, "seeds": [seed], "curricula": [{"name": "hand", "path": f"{folder}/hand.toml"}]}
+        for seed, folder in ((0, "v1"), (1, "v2"))
+    ]
+    with pytest.raises(ValueError, match="curricula hand-hand and hand-hand would both be"):
+        parse_spec(spec)
+    spec["online"][1]["curricula"] = spec["online"][0]["curricula"]
+    parse_spec(spec)  # the same file: one curriculum in two sections
+    for seed, rewards in enumerate(("dense", "sparse")):
+        spec["online"][seed]["settings"] = {"reward_mode": rewards}
+    with pytest.raises(ValueError, match="two sections' settings .* would both be labelled 'hand'"):
+        parse_spec(spec)
+
+
+def test_a_coded_skill_library_is_tracked_like_a_stages_file(tmp_path, monkeypatch):
+    """Runs record only the coded_skills path: a library edited between seeds went on unnoticed
+    (s0 trained with 4 coded skills, s1 with 1, one row)."""
+    (tmp_path / "lib.json").write_text('{"skills": []}')
+    monkeypatch.chdir(tmp_path)
+    spec = parse_spec(tiny(**{"online.settings": {"coded_skills": "lib.json"}}))
+    results = tmp_path / "results"
+    results.mkdir()
+    write_matrix_file(spec, results)
+    assert "lib.json" in json.loads((results / "matrix.json").read_text())["input_files"]
+    (tmp_path / "lib.json").write_text('{"skills": [1]}')
+    with pytest.raises(ValueError, match="the file lib.json has changed since these results"):
+        write_matrix_file(spec, results)
