@@ -17,6 +17,7 @@ error.txt: its last line, `failure_reason`. A worker the runner stops
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gameon.atomic import atomic_write
-from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, run_config
+from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, curriculum_fields, run_config
 from gameon.envs import ENV_SKILLS
 from gameon.experimenter.vlm.backend import VLMRefused
 from gameon.records import (
@@ -204,7 +205,22 @@ def record_difference(run: RunSpec, record: RunRecord) -> str | None:
         for key, value in wanted.items()
         if found.get(key) != value
     ]
-    return ", ".join(differ) or None
+    return ", ".join(differ + _settings_difference(run, record)) or None
+
+
+def _settings_difference(run: RunSpec, record: RunRecord) -> list[str]:
+    """The settings the matrix gives this run (and its curriculum's options) that the record's
+    training config holds otherwise, e.g. "reward_mode 'dense', not 'sparse'"."""
+    if record.training is None:
+        return []
+    config = json.loads(json.dumps(dataclasses.asdict(run_config(run)), default=str))
+    chosen = {*run.settings, *curriculum_fields(run, set(config))}
+    recorded = record.training.config
+    return [
+        f"{key} {recorded[key]!r}, not {config[key]!r}"
+        for key in sorted(chosen)
+        if key in recorded and key in config and recorded[key] != config[key]
+    ]
 
 
 def prepare(run: RunSpec, run_dir: Path) -> None:

@@ -168,7 +168,7 @@ class Training(StrictModel):
     """vlm curriculum: the model's transcript.jsonl, relative to the run folder (an audit replays
     it)"""
     input_files: dict[str, str | None] = Field(default_factory=dict)
-    """the sha256 of each file the config names by path (a hand curriculum's stages file), by
+    """the sha256 of each file the config names by path (stages, coded skills, a transcript), by
     that path as given (relative ones from the run's working folder); an audit reads the same"""
     start_iterations: int | None = Field(default=None, ge=0)
     """collect: the iterations the run was started with, which its curriculum's budget was sized

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -451,3 +452,23 @@ def test_a_coded_skill_library_is_tracked_like_a_stages_file(tmp_path, monkeypat
     (tmp_path / "lib.json").write_text('{"skills": [1]}')
     with pytest.raises(ValueError, match="the file lib.json has changed since these results"):
         write_matrix_file(spec, results)
+
+
+def test_a_record_made_with_other_settings_is_not_this_matrixs_run():
+    """Only the budget was compared: a dense-reward record copied into a matrix of sparse
+    rewards was taken for a failed attempt, deleted and run over."""
+    from record_factory import make_record
+
+    from gameon.benchmark.runs import record_difference
+    from gameon.records import Training
+
+    spec = tiny(seeds=[0], curricula=["fixed"], **{"online.settings": {"reward_mode": "sparse"}})
+    (run,) = expand(parse_spec(spec))
+    record = make_record(0, [True], "fixed", learner="ppo", protocol="online")
+    config = json.loads(json.dumps(dataclasses.asdict(run_config(run)), default=str))
+    budget = {key: config[key] for key in ("total_timesteps", "eval_every", "num_envs")}
+    record = record.model_copy(update={"budget": budget, "training": Training(config=config)})
+    assert record_difference(run, record) is None
+    config["reward_mode"] = "dense"
+    record = record.model_copy(update={"training": Training(config=config)})
+    assert record_difference(run, record) == "reward_mode 'dense', not 'sparse'"
