@@ -712,16 +712,17 @@ ACROSS_LEGEND = (
 
 
 def pipeline_banner(summary: dict) -> str | None:
-    """A warning that the report is a pipeline check whose numbers rank nothing: the smoke
-    preset, or every group with fewer than MIN_RUNS_FOR_INTERVAL seeds; None otherwise."""
+    """A warning that the report is a pipeline check whose numbers rank nothing: every group has
+    fewer than MIN_RUNS_FOR_INTERVAL seeds (said as the smoke preset's purpose where the matrix
+    is named smoke); None otherwise, a copy of the smoke preset given seeds enough included."""
     matrix = summary.get("matrix") or ""
     seeds = [len(group["seeds"]) for group in summary["groups"]]
+    if not seeds or max(seeds) >= MIN_RUNS_FOR_INTERVAL:
+        return None
     if matrix.split(":")[0] == "smoke":
         why = "This is the smoke preset: tiny budgets and one seed, to check that every part runs"
-    elif seeds and max(seeds) < MIN_RUNS_FOR_INTERVAL:
-        why = f"Every row has fewer than {MIN_RUNS_FOR_INTERVAL} seeds, so none has an interval"
     else:
-        return None
+        why = f"Every row has fewer than {MIN_RUNS_FOR_INTERVAL} seeds, so none has an interval"
     return (
         f"> **Pipeline check: these numbers rank nothing.** {why}. "
         "For a comparison run `gameon bench run paper` (5 seeds)."
