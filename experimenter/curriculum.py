@@ -731,6 +731,7 @@ class LearningProgressCurriculum(Curriculum):
             "name": self.name,
             "tasks": list(self.tasks),
             "group": self.group,
+            "rates": [self.fast_rate, self.slow_rate, self.explore],
             "fast": list(self.fast),
             "slow": list(self.slow),
             "seen": list(self.seen),
@@ -743,6 +744,13 @@ class LearningProgressCurriculum(Curriculum):
         if group != self.group:
             raise ValueError(
                 f"state keeps progress per {group}, this lp curriculum per {self.group}"
+            )
+        rates = [self.fast_rate, self.slow_rate, self.explore]
+        saved = state.get("rates")  # None in a state saved before the rates were kept
+        if saved is not None and [float(rate) for rate in saved] != rates:
+            raise CurriculumChanged(
+                f"state was saved with fast, slow and explore rates {saved}, this lp curriculum "
+                f"has {rates}: give those back to resume, or start a new run"
             )
         if not len(state["fast"]) == len(state["slow"]) == len(state["seen"]) == len(self.groups):
             raise ValueError(

@@ -539,3 +539,15 @@ def test_hand_state_saved_with_another_window_is_refused_but_not_a_share_of_a_ne
         saved_before_rules["stages"][-1]
     ]
     longer.load_state_dict(saved_before_rules)
+
+
+def test_lp_state_saved_with_other_rates_is_refused():
+    """The state kept the EMAs but not the rates that move them: a state of fast=0.5, slow=0.05,
+    explore=0 resumed under the defaults and proposed otherwise than the saved run would have."""
+    own = LearningProgressCurriculum(REACH, fast=0.5, slow=0.05, explore=0.0)
+    saved = json.loads(json.dumps(own.state_dict()))
+    with pytest.raises(CurriculumChanged, match="fast, slow and explore rates"):
+        LearningProgressCurriculum(REACH).load_state_dict(saved)
+    LearningProgressCurriculum(REACH, fast=0.5, slow=0.05, explore=0.0).load_state_dict(saved)
+    del saved["rates"]  # a state saved before the rates were kept
+    LearningProgressCurriculum(REACH).load_state_dict(saved)
