@@ -376,6 +376,8 @@ def _stage_from_config(
     for key in ("name", "threshold"):
         if key not in config:
             raise ValueError(f"{label}: missing key {key!r}")
+    if not isinstance(config["name"], str) or not config["name"]:
+        raise ValueError(f"{label}: name must be a non-empty string, got {config['name']!r}")
     label = f"stage {index} ({config['name']!r})"
     window, window_rule = _stage_window(label, config, budget, min_window)
     if "skills" not in config and "instructions" not in config:
@@ -455,11 +457,18 @@ class HandCurriculum(Curriculum):
 
         `budget`: the outcomes the run will report; stages that give `window_share` need it.
         """
-        with open(path, "rb") as file:
-            try:
-                config = tomllib.load(file)
-            except tomllib.TOMLDecodeError as error:
-                raise ValueError(f"{path}: not valid TOML: {error}") from None
+        try:
+            data = Path(path).read_bytes()
+        except OSError as error:
+            raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
+        try:
+            text = data.removeprefix(b"\xef\xbb\xbf").decode()  # a BOM, as some editors save
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}: not UTF-8 text ({error}); save it as UTF-8") from None
+        try:
+            config = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"{path}: not valid TOML: {error}") from None
         try:
             return cls.from_config(config, colours, seed, budget)
         except ValueError as error:
@@ -491,6 +500,10 @@ class HandCurriculum(Curriculum):
             _stage_from_config(i, stage, scene, budget, min_window)
             for i, stage in enumerate(stages)
         ]
+        names = [stage.name for stage in built]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"stage names must differ; {', '.join(map(repr, repeated))} repeats")
         review = config.get("review", 0.1)
         if isinstance(review, bool) or not isinstance(review, (int, float)):
             raise ValueError(f"review must be a number in [0, 1], got {review!r}")

@@ -1,8 +1,11 @@
 """Curricula (fixed, hand, learning progress), their saved state, and the curriculum wrappers."""
 
 import json
+import re
+import tempfile
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -551,3 +554,40 @@ def test_lp_state_saved_with_other_rates_is_refused():
     LearningProgressCurriculum(REACH, fast=0.5, slow=0.05, explore=0.0).load_state_dict(saved)
     del saved["rates"]  # a state saved before the rates were kept
     LearningProgressCurriculum(REACH).load_state_dict(saved)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[[stage]]\nname = 'étape'\n".encode("latin-1"), "not UTF-8 text"),
+        (None, "cannot be read"),
+        (
+            b'[[stage]]\nname = 5\nskills = ["reach"]\nwindow = 3\nthreshold = 0.5\n',
+            "stage 0: name must be a non-empty string, got 5",
+        ),
+        (
+            b'[[stage]]\nname = "a"\nskills = ["reach"]\nwindow = 3\nthreshold = 0.5\n' * 2,
+            "stage names must differ; 'a' repeats",
+        ),
+    ],
+)
+def test_a_stages_file_that_cannot_be_used_is_a_value_error_naming_it(tmp_path, content, message):
+    """A Latin-1 file was a bare UnicodeDecodeError naming no file, a missing one a bare
+    FileNotFoundError; `name = 5` became the stage "5" and a repeated name was accepted."""
+    path = tmp_path / "stages.toml"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"^{re.escape(str(path))}: .*{re.escape(message)}"):
+        HandCurriculum.from_toml(path)
+
+
+def test_a_stages_file_saved_with_a_byte_order_mark_reads():
+    """Some editors save UTF-8 with a BOM, which tomllib calls an invalid statement."""
+    text = HAND_CURRICULUM_TOML.read_bytes()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bom.toml"
+        path.write_bytes(b"\xef\xbb\xbf" + text)
+        bom = HandCurriculum.from_toml(path, budget=100)
+    assert [s.name for s in bom.stages] == [
+        s.name for s in HandCurriculum.from_toml(budget=100).stages
+    ]
