@@ -45,7 +45,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -366,7 +366,7 @@ def _episode_problem(
             return f"has {steps} actions but {len(values)} {name}"
     if actions.shape[1:] != action_space.shape:
         return f"has actions of shape {actions.shape[1:]}, not the env's {action_space.shape}"
-    if not np.isfinite(actions.astype(np.float64, copy=False)).all():
+    if non_finite({"actions": actions}):
         return "has actions that are not finite numbers"
     observations = buffer.observations
     if isinstance(observation_space, gym.spaces.Dict):
@@ -386,7 +386,7 @@ def _episode_problem(
             return f"has {steps} actions but {len(values)} {name}"
         if space.shape is not None and values.shape[1:] != space.shape:
             return f"has {name} of shape {values.shape[1:]}, not the env's {space.shape}"
-        if values.dtype.kind == "f" and not np.isfinite(values).all():
+        if non_finite({name: values}):
             return f"has {name} that are not finite numbers"
     return ""
 
@@ -1002,15 +1002,25 @@ def check_episode_lengths(episode: Any, length: int) -> None:
 def check_finite_steps(episode: Any) -> None:
     """ValueError unless an episode's observations, actions and rewards are finite numbers: one
     NaN poisons the dataset's normaliser, and BC or IQL then train their whole budget on NaN."""
-    arrays = {
-        **{f"observations[{key!r}]": value for key, value in episode.observations.items()},
-        "actions": episode.actions,
-        "rewards": episode.rewards,
-    }
+    name = non_finite(
+        {
+            **{f"observations[{key!r}]": value for key, value in episode.observations.items()},
+            "actions": episode.actions,
+            "rewards": episode.rewards,
+        }
+    )
+    if name:
+        raise ValueError(f"episode {episode.id} holds {name} that are not finite numbers")
+
+
+def non_finite(arrays: Mapping[str, Any]) -> str:
+    """The name of the first array of floats holding a NaN or an infinity, or "" (what an episode
+    written, `_episode_problem`, or read, `check_finite_steps`, may not hold)."""
     for name, values in arrays.items():
         values = np.asarray(values)
         if values.dtype.kind == "f" and not np.isfinite(values).all():
-            raise ValueError(f"episode {episode.id} holds {name} that are not finite numbers")
+            return name
+    return ""
 
 
 def chunk_indices(segments: np.ndarray, chunk_length: int) -> tuple[np.ndarray, np.ndarray]:

@@ -367,8 +367,8 @@ def plan_rerun(record: RunRecord, record_dir: Path) -> Plan:
 
 
 def _check_input_files(record: RunRecord) -> None:
-    """NotAuditable where a file the run read by path (its hand curriculum's stages) reads
-    otherwise here: a re-run would train on other stages and be judged not to reproduce."""
+    """NotAuditable where a file the run read by path (stages, coded skills, a transcript) reads
+    otherwise here: a re-run would train on other inputs and be judged not to reproduce."""
     recorded = record.training.input_files if record.training else {}
     here = input_file_digests(recorded)
     for path, digest in recorded.items():

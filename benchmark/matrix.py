@@ -566,12 +566,10 @@ def input_files(runs: Sequence[RunSpec]) -> dict[str, str | None]:
     edited file, or the same relative path read from another folder, would otherwise mix two
     inputs under one label."""
     paths = [
-        path
+        value
         for run in runs
-        for path in (
-            *(run.curriculum.options.get(option) for option in ("path", "replay")),
-            *(run.settings.get(name) for name in INPUT_FILE_FIELDS),
-        )
+        for key, value in (*run.curriculum.options.items(), *run.settings.items())
+        if key in PATH_OPTIONS
     ]
     return input_file_digests(paths)
 

@@ -104,10 +104,9 @@ def load_runs(results_dir: str | Path) -> tuple[list[RunRecord], list[Skipped]]:
     for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         if folder.name.startswith("."):
             continue
-        if not (folder / RECORD_FILE).is_file() and (folder / REPORT_JSON).is_file():
-            continue  # a report written into the results folder with --out, not a run
         if not (folder / RECORD_FILE).is_file():
-            skipped.append(Skipped(str(folder), _why_no_record(folder)))
+            if not (folder / REPORT_JSON).is_file():  # a report written there with --out: no run
+                skipped.append(Skipped(str(folder), _why_no_record(folder)))
             continue
         try:
             loaded.append((folder, load_record(folder / RECORD_FILE)))
@@ -334,7 +333,10 @@ def target_episodes_p(group: dict, other: dict) -> float:
 def chance_note(group: dict, other: dict) -> str:
     """Why intervals that do not overlap are not called a difference, or "" when they are not
     that case."""
-    if not above(group["target_success"], other["target_success"]) or beats(group, other):
+    if not above(group["target_success"], other["target_success"]):
+        return ""
+    p_value = target_episodes_p(group, other)
+    if p_value < EPISODES_ALPHA:
         return ""
     (wins, episodes), (other_wins, other_episodes) = (
         group["target_episodes"],
@@ -342,8 +344,7 @@ def chance_note(group: dict, other: dict) -> str:
     )
     return (
         f"the intervals do not overlap, but {wins} of {episodes} target episodes against "
-        f"{other_wins} of {other_episodes} could be chance: Fisher's exact p = "
-        f"{target_episodes_p(group, other):.2f}"
+        f"{other_wins} of {other_episodes} could be chance: Fisher's exact p = {p_value:.2f}"
     )
 
 

@@ -609,14 +609,13 @@ class HandCurriculum(Curriculum):
             raise ValueError(f"state stage {state['stage']} is not one of {len(self.stages)}")
         saved = state.get("stages")  # None in a state saved before the stages were kept
         mine = self._stages_saved()
-        if saved is not None and saved and all(len(entry) == 3 for entry in saved[:-1]):
-            mine = [entry[:3] for entry in mine[:-1]] + mine[-1:]  # saved before window rules
+        if saved and all(len(entry) == 3 for entry in saved[:-1]):  # saved before window rules
+            mine = [entry[:3] for entry in mine[:-1]] + mine[-1:]
         if saved is not None and saved != mine:
             raise CurriculumChanged(
                 "the hand curriculum's stages (names, tasks, windows, thresholds or review rate) "
-                "differ "
-                "from those the run was saved with: its stages file changed, or another was "
-                "given; give that one back to resume, or start a new run"
+                "differ from those the run was saved with: its stages file changed, or another "
+                "was given; give that one back to resume, or start a new run"
             )
         windows = list(state.get("windows", [stage.window for stage in self.stages]))
         if len(windows) != len(self.stages):

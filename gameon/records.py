@@ -267,10 +267,8 @@ class RunRecord(StrictModel):
     def target_success(self) -> float:
         """The headline number: the ranked target evaluation's success (collect v2: composed,
         on the target env's suite), else success over `evaluation`'s target-skill episodes."""
-        ranked = self.target_evaluation(RANKED_MODE)
-        if ranked is not None:
-            return ranked.success_rate(tuple(self.target_skills))
-        return self.evaluation.success_rate(tuple(self.target_skills))
+        wins, episodes = self.target_episodes
+        return wins / episodes if episodes else 0.0
 
     @property
     def target_episodes(self) -> tuple[int, int]:

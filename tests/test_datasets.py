@@ -213,6 +213,16 @@ def contents(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
+def assert_append_refused(env: gym.Env, dataset_id: str, root: Path, match: str) -> None:
+    """Appending an episode of `env` to the dataset is refused, saying `match`, and leaves its
+    files as they were; the env is closed."""
+    before = contents(root / dataset_id)
+    with pytest.raises(ValueError, match=match):
+        datasets.write_episodes(env, dataset_id, [random_episode(env)], INFO, root)
+    env.close()
+    assert contents(root / dataset_id) == before
+
+
 @pytest.mark.parametrize(
     ("kwargs", "difference"),
     [
@@ -287,12 +297,8 @@ def test_appending_to_a_dataset_from_before_recorded_env_kwargs_records_them(
     metadata = json.loads((data / "metadata.json").read_text())
     metadata["eval_env_spec"] = gym.spec("GameOn/Reach-v0").to_json()
     (data / "metadata.json").write_text(json.dumps(metadata))
-    before = contents(tmp_path / DENSE)
     sparse = gym.make("GameOn/Reach-v0", reward_mode="sparse")
-    with pytest.raises(ValueError, match="reward_mode='dense' there, 'sparse' here"):
-        datasets.write_episodes(sparse, DENSE, [random_episode(sparse)], INFO, tmp_path)
-    sparse.close()
-    assert contents(tmp_path / DENSE) == before
+    assert_append_refused(sparse, DENSE, tmp_path, "reward_mode='dense' there, 'sparse' here")
 
     dense = gym.make("GameOn/Reach-v0", reward_mode="dense")
     datasets.write_episodes(dense, DENSE, [random_episode(dense)], INFO, tmp_path)
@@ -541,12 +547,9 @@ def test_appending_episodes_played_without_the_dataset_s_wrappers_is_refused(
     clipped = gym.wrappers.ClipReward(gym.make("GameOn/Reach-v0", reward_mode="dense"), 0.0, 0.1)
     datasets.write_episodes(clipped, "w-v0", [random_episode(clipped)], INFO, tmp_path)
     clipped.close()
-    before = contents(tmp_path / "w-v0")
     plain = gym.make("GameOn/Reach-v0", reward_mode="dense")
-    with pytest.raises(ValueError, match=r"other env settings than these \(additional_wrappers="):
-        datasets.write_episodes(plain, "w-v0", [random_episode(plain)], INFO, tmp_path)
-    plain.close()
-    assert contents(tmp_path / "w-v0") == before
+    match = r"other env settings than these \(additional_wrappers="
+    assert_append_refused(plain, "w-v0", tmp_path, match)
 
 
 def test_an_env_whose_spec_cannot_be_stored_is_refused_in_words(tmp_path: Path) -> None:
@@ -578,12 +581,8 @@ def test_appending_to_a_dataset_without_its_episodes_file_is_refused(
     Minari's data kept the episodes."""
     shutil.copytree(root, tmp_path, dirs_exist_ok=True)
     (tmp_path / DENSE / datasets.EPISODES_FILE).unlink()
-    before = contents(tmp_path / DENSE)
     env = gym.make("GameOn/Reach-v0", reward_mode="dense")
-    with pytest.raises(ValueError, match="so the records of its 2 episodes would be lost"):
-        datasets.write_episodes(env, DENSE, [random_episode(env)], INFO, tmp_path)
-    env.close()
-    assert contents(tmp_path / DENSE) == before
+    assert_append_refused(env, DENSE, tmp_path, "so the records of its 2 episodes would be lost")
 
 
 def test_a_writer_that_finds_its_namespace_made_meanwhile_goes_on(
