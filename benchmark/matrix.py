@@ -262,7 +262,10 @@ Curricula = Annotated[
 
 class MatrixSchema(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="letters, digits, '_', '.' or '-'")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
+        description="letters, digits, '_', '.' or '-', not dots alone (it names a folder)",
+    )
     description: str = Field("", description="a string")
     seeds: Seeds = [0]
     eval_episodes_per_skill: Count = 10

@@ -315,6 +315,8 @@ def test_a_protocol_can_have_several_sections():
         ),
         ({"online.sac": {"batch_size": 8}}, "settings for sac but learners omit it"),
         ({"eval_episodes_per_skill": 0}, "eval_episodes_per_skill must be an integer >= 1"),
+        ({"name": ".."}, "name must be letters, digits, '_', '.' or '-', not dots alone"),
+        ({"name": "."}, "not dots alone (it names a folder), got '.'"),
     ],
 )
 def test_spec_errors_name_the_key_and_the_accepted_values(changes, message):
