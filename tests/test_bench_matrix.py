@@ -278,6 +278,23 @@ def test_a_protocol_can_have_several_sections():
     assert "online__MultiSkill__lp__ppo__s7" in ids and len(ids) == 6
 
 
+def test_a_curriculum_listed_twice_is_refused_as_the_same_curriculum():
+    with pytest.raises(ValueError, match="lists the same curriculum twice: fixed"):
+        parse_spec(tiny(curricula=["fixed", "hand", "fixed"]))
+
+
+def test_two_models_whose_run_ids_would_coincide_are_refused_naming_both():
+    """`gpt-4o` and `gpt_4o` are two models, but both become "gpt_4o" in a run id: the error
+    used to call them the same curriculum twice."""
+    models = [{"name": "vlm", "backend": "openai", "model": m} for m in ("gpt-4o", "gpt_4o")]
+    with pytest.raises(ValueError) as error:
+        parse_spec(tiny(curricula=models))
+    message = str(error.value)
+    assert "'gpt-4o'" in message and "'gpt_4o'" in message
+    assert "would share the run id part 'vlm-openai-gpt_4o'" in message
+    assert "same curriculum" not in message
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
