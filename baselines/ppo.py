@@ -118,6 +118,15 @@ class Args(OnlineArgs):
     """initial log standard deviation of the Gaussian policy"""
 
 
+def planned_env_steps(args: Args) -> int:
+    """The env steps a run takes: total_timesteps rounded up to whole rollouts (with coded skills,
+    whose actions last many env steps, total_timesteps itself)."""
+    if args.coded_skills:
+        return args.total_timesteps
+    rollout = args.num_envs * args.num_steps
+    return math.ceil(args.total_timesteps / rollout) * rollout
+
+
 def check_args(args: Args) -> None:
     """Reject an unknown env id or an invalid setting with a ValueError naming what is accepted."""
     check_online_args(args)
@@ -257,11 +266,7 @@ def train(args: Args, on_eval: Callable[[Policy, EvalReport, int], None] | None 
     (it follows further training) and the report it scored.
     """
     check_args(args)
-    rollout = args.num_envs * args.num_steps
-    whole_rollouts = math.ceil(args.total_timesteps / rollout) * rollout
-    run = start_online_run(
-        ALGO, args, args.total_timesteps if args.coded_skills else whole_rollouts
-    )
+    run = start_online_run(ALGO, args, planned_env_steps(args))
     curriculum, envs, writer = run.curriculum, run.envs, run.writer
     obs_size = flat_size(envs.single_observation_space)
     action_size = int(np.prod(envs.single_action_space.shape))

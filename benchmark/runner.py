@@ -43,7 +43,7 @@ from typing import Any, Literal
 from rich.markup import escape
 
 from gameon.atomic import atomic_write, defer_signals, file_lock
-from gameon.benchmark.matrix import MatrixSpec, RunSpec, expand, spec_dict
+from gameon.benchmark.matrix import MatrixSpec, RunSpec, expand, run_config, spec_dict
 from gameon.benchmark.runs import (
     ATTEMPT_VARIABLE,
     ERROR_FILE,
@@ -174,6 +174,10 @@ def run_seconds(run: RunSpec) -> float:
     budget = run.budget
     if run.protocol == "online":
         steps = budget["total_timesteps"]
+        if run.learner == "ppo":
+            from gameon.baselines.ppo import planned_env_steps
+
+            steps = planned_env_steps(run_config(run))
         every = budget.get("eval_every", 0)
         evaluations = -(-steps // every) if every else 1
         skills = len(ENV_SKILLS[run.env_id][0])

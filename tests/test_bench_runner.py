@@ -35,6 +35,7 @@ from gameon.benchmark.runner import (
     matrix_seconds,
     plan_line,
     results_lock,
+    run_seconds,
     schedule_seconds,
 )
 from gameon.records import RECORD_FILE, load_record
@@ -163,6 +164,18 @@ def test_the_smoke_preset_is_expected_to_take_about_two_minutes_on_two_idle_core
     assert 100 <= matrix_seconds(smoke_runs(), workers=2) <= 150
     assert schedule_seconds([10.0, 10.0, 10.0], workers=2) == 20.0
     assert schedule_seconds([10.0, 10.0, 10.0], workers=1) == 30.0
+
+
+def test_a_ppo_run_is_expected_to_take_its_whole_rollouts() -> None:
+    """PPO rounds total_timesteps up to whole rollouts (num_envs * num_steps): 100 steps of
+    rollouts of 2 * 64 are 128 steps, and the estimate counts those, not 100."""
+    ppo = next(run for run in smoke_runs() if run.learner == "ppo")
+    budget = {**ppo.budget, "total_timesteps": 128, "eval_every": 0}
+    whole = dataclasses.replace(ppo, budget=budget)
+    short = dataclasses.replace(ppo, budget={**budget, "total_timesteps": 100})
+    assert run_seconds(short) == pytest.approx(run_seconds(whole))
+    longer = dataclasses.replace(ppo, budget={**budget, "total_timesteps": 129})
+    assert run_seconds(longer) > run_seconds(whole)
 
 
 def test_the_first_line_says_runs_workers_and_the_time_idle_and_under_load(
