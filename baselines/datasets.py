@@ -211,12 +211,19 @@ def datasets_root(datasets_path: str | Path) -> Iterator[Path]:
 def check_dataset_id(dataset_id: str) -> None:
     """Raise ValueError unless the id has Minari's form `(namespace/)name-vN`."""
     try:
-        parse_dataset_id(dataset_id)
+        namespace, name, version = parse_dataset_id(dataset_id)
     except (ValueError, TypeError):
         raise ValueError(
             f"malformed dataset id {dataset_id!r}; use (namespace/)name-vN, "
             "e.g. gameon/multiskill-expert-v0"
         ) from None
+    if not dataset_id.endswith(f"-v{version}"):
+        # Minari reads -v01 as version 1 but keeps it in its own folder, beside -v1's.
+        written = f"{namespace}/{name}" if namespace else name
+        raise ValueError(
+            f"dataset id {dataset_id!r} writes its version with leading zeros; use "
+            f"{written}-v{version} (one id per version)"
+        )
 
 
 def dataset_dir(dataset_id: str, datasets_path: str | Path | None = None) -> Path:

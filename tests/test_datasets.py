@@ -335,6 +335,11 @@ def test_ctrl_c_on_the_command_line_is_a_line_and_exit_130(
     ("arguments", "message"),
     [
         (["--dataset-id", "no version"], "malformed dataset id 'no version'; use (namespace/)"),
+        (
+            ["--dataset-id", "gameon/stack-v01"],
+            "dataset id 'gameon/stack-v01' writes its version with leading zeros; use "
+            "gameon/stack-v1 (one id per version)",
+        ),
         (["--env-id", "Nope-v0"], "unknown env id 'Nope-v0'"),
         (
             ["--episodes-per-skill", "0"],
