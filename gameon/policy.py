@@ -418,8 +418,19 @@ def warm_start(actor: nn.Module, path: str | Path) -> Normalizer | None:
             f"init checkpoint {path} holds a {type(saved).__name__} {theirs}, which does not "
             f"match this run's {type(actor).__name__} {mine}"
         )
+    binary = getattr(saved, "binary_gripper", None), getattr(actor, "binary_gripper", None)
+    if binary[0] != binary[1]:
+        raise ValueError(
+            f"init checkpoint {path} reads its last output as the gripper's "
+            f"{_gripper_reading(binary[0])}, this run as its {_gripper_reading(binary[1])}: train "
+            "on with the binary_gripper setting it was trained with"
+        )
     actor.load_state_dict(saved.state_dict())
     return normalizer
+
+
+def _gripper_reading(binary_gripper: bool) -> str:
+    return "logit of closed (binary_gripper)" if binary_gripper else "squashed command"
 
 
 def make_policy(actor: Actor | ChunkedActor, normalizer: Normalizer | None) -> Policy:

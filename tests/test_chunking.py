@@ -471,3 +471,19 @@ def test_next_observations_keep_the_transition_s_own_goal(tmp_path: Path) -> Non
     np.testing.assert_array_equal(data.next_observations[:, goal], data.observations[:, goal])
     np.testing.assert_array_equal(data.next_observations[:-1, state], data.observations[1:, state])
     assert data.timeouts[2] and not data.terminals[2], "the first skill's last step bootstraps"
+
+
+@pytest.mark.parametrize("binary_gripper", [True, False])
+def test_a_warm_start_across_gripper_readings_is_refused(tmp_path: Path, binary_gripper) -> None:
+    """The same layers read as a logit of "closed" or as a squashed command: continuing one as
+    the other would silently flip what the gripper output means."""
+    saved = ChunkedActor(20, 5, hidden=(8,), chunk_length=2, binary_gripper=binary_gripper)
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, "bc", ENV_ID, saved, None, {})
+    other = ChunkedActor(20, 5, hidden=(8,), chunk_length=2, binary_gripper=not binary_gripper)
+    with pytest.raises(ValueError, match="train on with the binary_gripper setting it was"):
+        gameon.policy.warm_start(other, path)
+    same = ChunkedActor(20, 5, hidden=(8,), chunk_length=2, binary_gripper=binary_gripper)
+    gameon.policy.warm_start(same, path)
+    for name, value in saved.state_dict().items():
+        assert torch.equal(same.state_dict()[name], value), name
