@@ -55,7 +55,8 @@ class BenchRun:
     ray_address: str | None = None
     """Ray cluster address; default RAY_ADDRESS, else a local cluster"""
     only: str | None = None
-    """run only the runs whose id contains this substring"""
+    """run only the runs whose id contains this text, or with *, ? or [ matches it whole as a glob
+    ('*__s1': seed 1 alone, where s1 also picks s10)"""
     report: bool = True
     """write the report (table, JSON summary, plots) into the results folder at the end, as
     `gameon bench report` does"""

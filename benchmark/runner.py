@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
+import glob
 import json
 import os
 import signal
@@ -660,12 +662,21 @@ def failure_message(run_dir: Path, status: int, note: str) -> str:
 
 
 def select_runs(spec: MatrixSpec, only: str | None) -> list[RunSpec]:
-    """The matrix's runs, or those whose id contains `only`."""
-    runs = expand(spec)
+    """The matrix's runs, or those whose id contains `only`, or, where it holds a glob's `*`, `?`
+    or `[`, whose whole id it matches (`*__s1`: seed 1, where `s1` also picks s10 and s11)."""
+    runs = every = expand(spec)
     if only:
-        runs = [r for r in runs if only in r.run_id]
+        if glob.has_magic(only):
+            runs = [r for r in runs if fnmatch.fnmatchcase(r.run_id, only)]
+            missing = f"matches {only!r} (a glob matches whole run ids)"
+        else:
+            runs = [r for r in runs if only in r.run_id]
+            missing = f"contains {only!r}"
         if not runs:
-            raise ValueError(f"no run id of matrix {spec.name!r} contains {only!r}")
+            example = every[0].run_id
+            raise ValueError(
+                f"no run id of matrix {spec.name!r} {missing}; ids look like {example}"
+            )
     return runs
 
 

@@ -312,6 +312,24 @@ def test_paths_are_printed_whole_and_short_times_as_they_are_in_a_log(
     )
 
 
+def test_only_picks_by_text_or_by_a_glob_over_whole_run_ids() -> None:
+    """`--only s1` picks every id containing s1 (s10 too); a glob matches whole ids, so
+    `*__s1` is seed 1 alone."""
+    smoke = load_spec("smoke", check=False)
+    protocols = tuple(dataclasses.replace(p, seeds=(1, 10)) for p in smoke.protocols)
+    spec = dataclasses.replace(smoke, protocols=protocols)
+    every = runner.select_runs(spec, None)
+    assert {run.seed for run in runner.select_runs(spec, "s1")} == {1, 10}
+    seed_one = runner.select_runs(spec, "*__s1")
+    assert [run.run_id for run in seed_one] == [run.run_id for run in every if run.seed == 1]
+    fixed_online = runner.select_runs(spec, "online__*__fixed__*")
+    assert fixed_online and all(
+        run.protocol == "online" and run.curriculum.name == "fixed" for run in fixed_online
+    )
+    with pytest.raises(ValueError, match=r"matches '\*__s2' \(a glob matches whole run ids\)"):
+        runner.select_runs(spec, "*__s2")
+
+
 def test_a_different_spec_in_the_same_results_dir_is_refused(tmp_path, capsys):
     results = tmp_path / "results"
     assert main(command(spec_file(tmp_path), results, "--only", "nothing-matches")) == 2
