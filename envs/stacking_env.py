@@ -229,7 +229,7 @@ class StackingEnv(gym.Env):
         for name, size in (("width", width), ("height", height), ("pixel_size", pixel_size)):
             if not _is_int(size) or not 16 <= size <= 1024:
                 raise ValueError(
-                    f"{name} must be a whole number of pixels from 16 to 1024, got {size}"
+                    f"{name} must be a whole number of pixels from 16 to 1024, got {size!r}"
                 )
         self.width, self.height, self.pixel_size = width, height, pixel_size
 

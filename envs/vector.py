@@ -352,6 +352,8 @@ class SharedMemoryVectorEnv(VectorEnv):
             bounds = np.linspace(0, self.num_envs, workers + 1).round().astype(int).tolist()
             buffers = self._start_workers(env_fns, bounds, spaces)
             envs.extend(fn() for fn in env_fns[1 : bounds[1]])
+            if unlike := spaces_unlike(envs, 0, spaces):
+                raise RuntimeError(unlike)
         except BaseException:
             for env in envs:
                 env.close()
@@ -360,11 +362,9 @@ class SharedMemoryVectorEnv(VectorEnv):
         self.local = EnvSlice(envs, 0, self._views, self.autoreset_mode)
         results = self._receive(self.workers, "start")
         for worker, result in zip(self.workers, results, strict=True):
-            if result != spaces:
+            if result:
                 self.close(terminate=True)
-                raise RuntimeError(
-                    f"{worker} made envs with spaces {result}, unlike the first env's {spaces}"
-                )
+                raise RuntimeError(f"{worker}: {result}")
         del buffers  # only now: a starting worker unpickles the buffers' locks, gone with them
 
     def _start_workers(
@@ -884,6 +884,24 @@ class EnvSlice:
             raise errors[0]
 
 
+def spaces_unlike(envs: Sequence[gym.Env], first: int, spaces: tuple[gym.Space, gym.Space]) -> str:
+    """Which of these envs (numbered from `first`) has other spaces than the first env's, and
+    how; "" if none: one vector env's shared buffers hold one layout for all."""
+    for index, env in enumerate(envs, start=first):
+        for name, made, expected in zip(
+            ("observation_space", "action_space"),
+            (env.observation_space, env.action_space),
+            spaces,
+            strict=True,
+        ):
+            if made != expected:
+                return (
+                    f"env {index} has the {name} {made}, unlike env 0's {expected}: the envs of "
+                    "one vector env must have the same spaces"
+                )
+    return ""
+
+
 def run_worker(
     env_fns: list[CloudpickleWrapper],
     first: int,
@@ -903,12 +921,12 @@ def run_worker(
         end.close()
     try:
         envs = [fn() for fn in env_fns]
-        spaces_made = (envs[0].observation_space, envs[0].action_space)
+        unlike = spaces_unlike(envs, first, spaces)
         views = buffers.views(*spaces, len(buffers.rewards))
     except Exception as error:
         conn.send_bytes(_error_reply(error))
         return
-    conn.send_bytes(pickle.dumps(("ok", spaces_made)))
+    conn.send_bytes(pickle.dumps(("ok", unlike)))
     envs_slice = EnvSlice(envs, first, views, autoreset_mode)
     handlers = {"reset": envs_slice.reset, "call": envs_slice.call, "set_attr": envs_slice.set_attr}
     while True:

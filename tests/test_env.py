@@ -164,6 +164,7 @@ def test_pixel_modes_pass_check_env_without_warnings(make_env, kwargs):
         ({"blocks": ("red", "pink")}, ("'pink'", "red, green, blue, yellow, purple")),
         ({"width": 4}, ("width", "16 to 1024")),
         ({"width": 100.5}, ("width must be a whole number of pixels", "100.5")),
+        ({"pixel_size": "84"}, ("pixel_size must be a whole number of pixels", "got '84'")),
         ({"blocks": 3.0}, ("a number of blocks (2 to 5) or a list of colours", "3.0")),
         ({"skills": []}, ("at least one skill", "reach, lift, push")),
         ({"skills": "reach"}, ("a list of skill names", "'reach'")),

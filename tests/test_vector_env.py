@@ -472,6 +472,18 @@ def test_a_space_shared_memory_cannot_hold_is_refused_before_any_worker_starts()
     assert set(mp.active_children()) == children
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_envs_of_other_spaces_are_refused_at_construction_naming_the_env(workers: int) -> None:
+    """Only each slice's first env was compared: a 4-block env after a 3-block one in the same
+    slice was accepted, then failed at reset with numpy's broadcast error."""
+    children = set(mp.active_children())
+    three = functools.partial(gym.make, "GameOn/Stack-v0")
+    four = functools.partial(gym.make, "GameOn/Stack-v0", blocks=4)
+    with pytest.raises(RuntimeError, match=r"env 3 has the observation_space Dict\(.*unlike env "):
+        SharedMemoryVectorEnv([three, three, three, four], workers=workers)
+    assert set(mp.active_children()) == children
+
+
 def test_a_script_without_a_main_guard_is_told_why_its_workers_died(tmp_path) -> None:
     script = tmp_path / "no_guard.py"
     script.write_text(
