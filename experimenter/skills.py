@@ -305,6 +305,11 @@ class Skill:
         return isinstance(self.executor, MacroExecutor)
 
     @property
+    def blocks(self) -> int:
+        """How many blocks a macro's template names ({0} .. {n-1}); 0 for other skills."""
+        return len(_slots(self.template)) if self.is_macro else 0
+
+    @property
     def steps(self) -> tuple[str, ...]:
         """A macro's step templates; empty for a skill with its own policy."""
         return self.executor.steps if isinstance(self.executor, MacroExecutor) else ()
@@ -339,7 +344,7 @@ class Skill:
         """A macro's steps for `instruction` if its template matches it, else None."""
         if not self.is_macro:
             return None
-        slots = len(_slots(self.template))
+        slots = self.blocks
         if slots > len(instruction.objects):
             return None
         colours = instruction.objects[:slots]

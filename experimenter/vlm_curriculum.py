@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from gameon.envs.language import parse
+from gameon.envs.language import COLOURS, parse
 from gameon.experimenter.curriculum import (
     Curriculum,
     CurriculumSetup,
@@ -399,12 +399,13 @@ class VLMCurriculum(Curriculum):
         self.statuses = {skill: verdict.status for skill, verdict in verdicts.items()}
         return dict(self.statuses)
 
-    def propose_skill(self) -> tuple[Skill | None, str]:
-        """Ask for a new macro skill (not yet verified); (None, "") if the model failed."""
+    def propose_skill(self, blocks: int = len(COLOURS)) -> tuple[Skill | None, str]:
+        """Ask for a new macro skill for a scene of `blocks` blocks (not yet verified); (None, "")
+        if the model failed."""
         answer = self.ask(
             "add_skill",
             lambda: modules.propose_skill(
-                self.backend, self.library, self.skill_stats(), self.mastery, self.rejected
+                self.backend, self.library, self.skill_stats(), self.mastery, self.rejected, blocks
             ),
         )
         return (None, "") if answer is None else answer

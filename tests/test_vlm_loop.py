@@ -21,7 +21,7 @@ from gameon.experimenter.curriculum import task_set  # noqa: E402
 from gameon.experimenter.loop import LoopConfig, run_experiment  # noqa: E402
 from gameon.experimenter.skills import LearnedExecutor, ScriptedExecutor, default_library  # noqa: E402
 from gameon.experimenter.vlm import RulesBackend, Transcript, collect  # noqa: E402
-from gameon.experimenter.vlm.backend import replayable_entries  # noqa: E402
+from gameon.experimenter.vlm.backend import Backend, Usage, replayable_entries  # noqa: E402
 from gameon.experimenter.vlm.collect import (  # noqa: E402
     PlannedEmbodiment,
     add_verified_skill,
@@ -191,6 +191,31 @@ def test_plans_run_and_a_verified_macro_joins_the_library(tmp_path: Path) -> Non
     assert library.get("tower_of_stacks").is_macro and vlm.rejected == []
     modules = [e["module"] for e in Transcript(tmp_path).entries()]
     assert modules == ["decompose", "add_skill", "add_skill"]
+
+
+def test_a_macro_for_more_blocks_than_the_scene_falls_back_rather_than_ending_the_run() -> None:
+    """add_verified_skill tells the model the scene's block count: a 4-block macro in this
+    3-block scene is re-asked, then falls back; it used to end the run with an IndexError."""
+    macro = {
+        "name": "tower_of_four",
+        "template": "build a tower of {0}, {1}, {2} and {3} from the bottom up",
+        "steps": ["stack the {1} block on the {0} block"],
+        "description": "d",
+    }
+    answers = []
+
+    class FourBlocks(Backend):
+        def _complete(self, prompt: str, images: list[bytes], schema: dict) -> tuple[str, Usage]:
+            answers.append(prompt)
+            return json.dumps({"skill": macro, "rationale": ""}), Usage()
+
+    backend = FourBlocks("four-blocks", "test")
+    library = default_library()
+    vlm = VLMCurriculum(task_set(MULTI), backend, library=library, interval=None)
+    with PlannedEmbodiment(MULTI, library) as embodiment:
+        assert add_verified_skill(vlm, embodiment, [1], 0.5) is None
+    assert vlm.fallbacks == 1 and "tower_of_four" not in library
+    assert "names 4 blocks; the scene has 3" in answers[1]
 
 
 def test_a_macro_joins_when_its_trial_rate_equals_the_threshold(

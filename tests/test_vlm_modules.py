@@ -159,6 +159,26 @@ def test_an_unusable_macro_is_re_asked_then_falls_back(
     assert len(backend.prompts) == 3 and error in backend.prompts[1]
 
 
+FOUR_BLOCK_MACRO = {
+    "name": "tower_of_four",
+    "template": "build a tower of {0}, {1}, {2} and {3} from the bottom up",
+    "steps": ["stack the {1} block on the {0} block", "stack the {2} block on the {1} block"],
+    "description": "d",
+}
+
+
+def test_a_macro_naming_more_blocks_than_the_scene_has_is_re_asked_then_falls_back() -> None:
+    """In a 3-block scene a macro of slots {0} .. {3} was accepted, then its verification
+    formatted the template with 3 colours: an IndexError ended the run (and every resume)."""
+    backend = Canned({"skill": FOUR_BLOCK_MACRO, "rationale": ""})
+    curriculum = VLMCurriculum(TASKS, backend, library=default_library())
+    assert curriculum.propose_skill(blocks=3) == (None, "")
+    assert curriculum.fallbacks == 1 and "tower_of_four" not in curriculum.library
+    assert "names 4 blocks; the scene has 3, so a macro may name at most 3" in backend.prompts[1]
+    skill, _ = VLMCurriculum(TASKS, backend, library=default_library()).propose_skill(blocks=4)
+    assert skill is not None and skill.blocks == 4
+
+
 class Scripted(Backend):
     """A backend that gives its JSON answers in order, keeping the prompts."""
 

@@ -132,10 +132,10 @@ def add_verified_skill(
     threshold: float,
 ) -> dict[str, Any] | None:
     """Ask for a macro and verify it on seeded trials; add it if it passes; return a report."""
-    skill, rationale = curriculum.propose_skill()
+    colours = tuple(embodiment.env.unwrapped.colours)
+    skill, rationale = curriculum.propose_skill(len(colours))
     if skill is None:
         return None
-    colours = tuple(embodiment.env.unwrapped.colours)
     with embodiment.library_plans():
         try:
             successes, steps = verify_skill(skill, embodiment, seeds, colours)

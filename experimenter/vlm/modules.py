@@ -426,11 +426,17 @@ def analyse(
 # -- add a skill --------------------------------------------------------------------------------
 
 
-def macro_from_spec(spec: MacroSpec, library: SkillLibrary) -> Skill:
-    """The Skill a spec describes; ValueError unless it is new and made of library skills."""
+def macro_from_spec(spec: MacroSpec, library: SkillLibrary, blocks: int = len(COLOURS)) -> Skill:
+    """The Skill a spec describes; ValueError unless it is new, made of library skills and names
+    at most the scene's `blocks` blocks (a 4-block macro cannot run in a 3-block scene)."""
     if spec.name in library:
         raise ValueError(f"the library already has a skill {spec.name!r}; choose a new name")
     skill = Skill(spec.name, spec.template, spec.description, MacroExecutor(tuple(spec.steps)))
+    if skill.blocks > blocks:
+        raise ValueError(
+            f"the template {spec.template!r} names {skill.blocks} blocks; the scene has "
+            f"{blocks}, so a macro may name at most {blocks} ({{0}} .. {{{blocks - 1}}})"
+        )
     colours = ("red", "green", "blue", "yellow", "purple")
     for step in spec.steps:
         instruction = parse(step.format(*colours))
@@ -445,8 +451,10 @@ def propose_skill(
     skill_stats: Mapping[str, Mapping[str, Any]],
     mastery: float = 0.8,
     rejected: Sequence[str] = (),
+    blocks: int = len(COLOURS),
 ) -> tuple[Skill | None, str]:
-    """Ask for a new macro skill; return it (not yet verified) or None, and the rationale."""
+    """Ask for a new macro skill for a scene of `blocks` blocks; return it (not yet verified) or
+    None, and the rationale."""
     context = {
         "library": library_context(library),
         "skills": [{"skill": name, **dict(stats)} for name, stats in skill_stats.items()],
@@ -459,12 +467,12 @@ def propose_skill(
         if answer.skill is not None:
             if answer.skill.name in rejected:
                 raise ValueError(f"{answer.skill.name!r} failed verification before")
-            macro_from_spec(answer.skill, library)
+            macro_from_spec(answer.skill, library, blocks)
 
     answer = backend.generate(prompt, [], SkillProposal, "add_skill", validate)
     if answer.skill is None:
         return None, answer.rationale
-    return macro_from_spec(answer.skill, library), answer.rationale
+    return macro_from_spec(answer.skill, library, blocks), answer.rationale
 
 
 # -- coded skills (after RL-GPT: a slow agent decides, a fast agent writes the code) -------------
