@@ -311,6 +311,17 @@ def test_a_base_url_that_is_not_http_is_refused_naming_it(
         OpenAIBackend("m")
 
 
+@pytest.mark.parametrize(
+    "url", ["http://alice:TopSecretPassw0rd@127.0.0.1:1/v1", "https://TopSecretPassw0rd@host/v1"]
+)
+def test_a_base_url_carrying_credentials_is_refused_without_repeating_them(url: str) -> None:
+    """A password in the URL was written to state.json, started.json and record.json (the stored
+    config), and to the transcript when the server answered a page."""
+    with pytest.raises(ValueError, match="base_url carries credentials before its host") as info:
+        OpenAIBackend("m", base_url=url)
+    assert "TopSecretPassw0rd" not in str(info.value)
+
+
 def test_a_key_read_with_surrounding_whitespace_is_sent_without_it(
     server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

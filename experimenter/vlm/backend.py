@@ -126,12 +126,20 @@ class EmptyAnswer(Exception):
 def check_base_url(url: str) -> None:
     """Refuse a model server's base URL that is not http(s) with a host (e.g.
     "localhost:11434/v1" without its scheme): every request to it would fail in transport, each
-    failure a fallback, and the run would go on as lp under the model's label."""
+    failure a fallback, and the run would go on as lp under the model's label. A URL carrying a
+    user or password is refused too: it would be written to the run's files."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(
             f"base_url must be an http:// or https:// URL with a host, such as "
             f"http://localhost:11434/v1, got {url!r}"
+        )
+    if parsed.username is not None or parsed.password is not None:
+        bare = parsed._replace(netloc=parsed.netloc.rpartition("@")[2]).geturl()
+        raise ValueError(
+            f"base_url carries credentials before its host ({bare} with a user or password): "
+            "run records, states and transcripts keep the URL, so give the key in the backend's "
+            "API key variable (OPENAI_API_KEY, GEMINI_API_KEY) and the URL without it"
         )
 
 
