@@ -488,6 +488,24 @@ def test_a_replay_re_asks_an_answer_without_text_as_the_run_did(
     assert [e["error"] for e in replayed] == [e["error"] for e in run]
 
 
+def test_a_replay_refuses_a_runaway_answer_again_though_its_kept_start_is_valid(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """Valid JSON then 250,000 newlines: the run re-asked, but the transcript keeps only the
+    first 2,000 characters, valid JSON, which the replay took as the answer and went another
+    way (and every re-ask after matched only by order)."""
+    runaway = json.dumps({"skill": "grasp", "steps": 3}) + "\n" * 250_000
+    server.script(completion(runaway), good("lift", 2))
+    recorded = make_backend(server, tmp_path / "run").generate("Plan it", [], Plan, module="m")
+    assert recorded == Plan(skill="lift", steps=2)
+    replay = ReplayBackend(tmp_path / "run", Transcript(tmp_path / "replayed"))
+    assert replay.generate("Plan it", [], Plan, module="m") == recorded
+    assert replay.order_matches == 0 and replay.calls == 2
+    run, replayed = Transcript(tmp_path / "run").entries(), replay.transcript.entries()
+    assert [e["error"] for e in replayed] == [e["error"] for e in run]
+    assert [e["raw_response"] for e in replayed] == [e["raw_response"] for e in run]
+
+
 def test_a_replay_skips_the_answers_of_an_iteration_a_kill_abandoned(tmp_path: Path) -> None:
     """A resumed run asks again what its killed iteration asked: the replay must give the answers
     the run went on with, not the abandoned ones, though both have the same request hash."""

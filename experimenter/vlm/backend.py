@@ -144,7 +144,8 @@ def check_base_url(url: str) -> None:
 
 
 MAX_ANSWER_CHARS = 200_000
-"""Longer answers are re-asked (billed) and cut to KEPT_CHARS in the transcript: the longest
+"""Longer answers are re-asked (billed) and cut to KEPT_CHARS in the transcript, whose entry keeps
+the length as `answer_chars` (a replay pads the cut answer back to it): the longest
 module's answer, a coded skill's source, runs to a few thousand characters, and a runaway one (a
 model repeating itself, a server padding its answer) would otherwise be stored whole."""
 KEPT_CHARS = 2_000
@@ -511,6 +512,7 @@ class Backend(ABC):
                         f"{MAX_ANSWER_CHARS:,} any answer needs (the transcript keeps its first "
                         f"{KEPT_CHARS:,})"
                     )
+                    base["answer_chars"] = len(raw)  # a replay answers this length again
                     raw = raw[:KEPT_CHARS]
                 self.calls += 1
                 self.total_usage = self.total_usage + usage

@@ -117,4 +117,7 @@ class ReplayBackend(Backend):
             )
         if entry["raw_response"] == "" and entry.get("error"):
             raise EmptyAnswer(str(entry["error"]), entry_usage(entry))
-        return str(entry["raw_response"]), entry_usage(entry)
+        raw = str(entry["raw_response"])
+        # An over-long answer was kept cut: padded back to its length it is refused again, not
+        # read as the (perhaps valid) text that was kept.
+        return raw.ljust(int(entry.get("answer_chars", 0))), entry_usage(entry)
