@@ -388,6 +388,29 @@ def test_a_web_page_where_the_api_should_be_is_refused_naming_the_base_url(
     assert_no_secret(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"message": "the request exceeds the available context size", "code": 400}},
+        {"error": "the request exceeds the available context size"},
+    ],
+)
+def test_an_error_sent_with_status_200_is_quoted_not_blamed_on_the_url(
+    server: FakeServer, tmp_path: Path, body: dict
+) -> None:
+    """The run stopped saying "JSON without `choices` ... check --vlm-base-url" though the URL
+    was right, and the server's own reason was nowhere."""
+    server.script(Scripted(200, json.dumps(body)))
+    backend = make_backend(server, tmp_path)
+    with pytest.raises(VLMRefused) as refused:
+        backend.generate("Plan it", [], Plan, module="m")
+    message = str(refused.value)
+    assert "answered an error instead of a chat completion: 'the request exceeds the" in message
+    assert "check --vlm-base-url" not in message
+    (entry,) = backend.transcript.entries()
+    assert "exceeds the available context size" in entry["error"]
+
+
 def test_a_refusal_quoting_the_key_reaches_the_caller_scrubbed(
     server: FakeServer, tmp_path: Path
 ) -> None:

@@ -99,6 +99,11 @@ class OpenAIBackend(Backend):
         )
         # openai returns the text of a non-JSON body, and a JSON one as it is, `choices` or not
         if not isinstance(response, ChatCompletion) or "choices" not in response.model_fields_set:
+            if error := _server_error(response):
+                raise VLMRefused(
+                    f"the server at {self.base_url} answered an error instead of a chat "
+                    f"completion: {error}"
+                )
             raise VLMRefused(
                 f"the server at {self.base_url} answered {_described(response)}, not a chat "
                 "completion: check --vlm-base-url (an OpenAI-compatible server's usually ends in "
@@ -127,6 +132,16 @@ def _described(response: object) -> str:
     if isinstance(response, ChatCompletion):
         return "JSON without `choices`"
     return f"a {type(response).__name__}"
+
+
+def _server_error(response: object) -> str:
+    """The message of an `{"error": ...}` body a server sent with status 200 (some servers report
+    a request they cannot serve so), cut to 300 characters; "" for any other answer."""
+    extra = getattr(response, "model_extra", None) or {}
+    error = extra.get("error")
+    if isinstance(error, dict):
+        error = error.get("message") or error
+    return "" if error is None else repr(str(error)[:300])
 
 
 def _message_text(content: object) -> str:
