@@ -12,7 +12,8 @@ server down, timed out or refusing) also makes every later call of that consulta
 analysis, skills) fall back unsent, so a dead server costs one timeout per consultation, not one
 per call. A run never stops because of the model, but for settings the server refuses before it
 has answered any call since the run started or resumed (an API key or a model it does not know:
-HTTP 401, 403, 404, Gemini's 400 API_KEY_INVALID): `VLMRefused` then stops the run, since every
+HTTP 401, 403, 404, Gemini's 400 API_KEY_INVALID; a request it cannot take, any other 400, e.g.
+images sent to a text-only model): `VLMRefused` then stops the run, since every
 call would fail the same way; resumed with the setting fixed, it goes on from its last saved
 iteration.
 

@@ -419,12 +419,21 @@ def test_a_resume_whose_requests_would_go_to_another_server_is_refused(
     moved.load_state_dict(state)
 
 
-def test_a_bad_request_that_is_not_about_the_key_stays_a_fallback(
+def test_a_bad_request_at_the_first_call_stops_the_run_and_after_an_answer_falls_back(
     provider: Provider, tmp_path: Path
 ) -> None:
+    """A server that takes no images or no JSON-schema format answers 400 to every call: the run
+    went on as lp under the model's label, exit code 0. After an answered call a 400 is one
+    request the server could not take, and the run goes on."""
     provider.server.script(provider.error(400))
-    vlm = curriculum(provider, tmp_path)
-    assert vlm.propose() == lp_choices(1)[0] and vlm.usage()["fallbacks"] == 1
+    vlm = curriculum(provider, tmp_path / "first")
+    with pytest.raises(VLMRefused, match="check that --vlm-model takes images and a JSON-schema"):
+        vlm.propose()
+    provider.server.script(provider.reply(proposal(GOOD_TASKS)), provider.error(400))
+    vlm = curriculum(provider, tmp_path / "later")
+    picks = [vlm.propose() for _ in range(6)]  # the sixth consults again (interval 5)
+    assert all(pick in GOOD_TASKS for pick in picks[:5])
+    assert vlm.source == "lp" and vlm.usage()["fallbacks"] == 1
 
 
 def test_a_refusal_after_an_answered_call_falls_back_like_a_dead_server(

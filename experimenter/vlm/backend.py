@@ -65,6 +65,9 @@ class VLMRefused(VLMUnreachable):
 
 
 REFUSED_HINTS = {
+    400: "the server refused the request itself: check that --vlm-model takes images and a "
+    "JSON-schema response format (a text-only model, or a server without structured output, "
+    "refuses every call) and that the prompt fits its context",
     401: "the API key was not accepted: check {key_source}",
     403: "the API key may not use this model: check {key_source} and the key's access",
     404: "no such model here: check --vlm-model and, for a server of your own, --vlm-base-url "
@@ -75,8 +78,9 @@ REFUSED_HINTS = {
 
 def refusal(error: BaseException) -> int | None:
     """The REFUSED_HINTS status of a client library's error (openai's `status_code`,
-    google-genai's `code`; Gemini's HTTP 400 API_KEY_INVALID, on either wire, counts as 401), or
-    None for any other failure (a timeout, a refused connection, a server error, a rate limit)."""
+    google-genai's `code`; Gemini's HTTP 400 API_KEY_INVALID, on either wire, counts as 401, any
+    other 400 is a request the server cannot take), or None for any other failure (a timeout, a
+    refused connection, a server error, a rate limit)."""
     for name in ("status_code", "code"):
         status = getattr(error, name, None)
         if isinstance(status, int) and not isinstance(status, bool):
