@@ -122,8 +122,8 @@ class OnlineArgs:
     vlm_base_url: str | None = None
     """vlm curriculum: server URL, e.g. http://localhost:11434/v1 for Ollama (openai backend)"""
     vlm_timeout: float | None = None
-    """vlm curriculum, gemini and openai: seconds a request may take before it is retried (None:
-    30)"""
+    """vlm curriculum, gemini and openai: seconds of waiting with nothing from the server (to
+    connect, or between parts of its answer) before a request is retried (None: 30)"""
     vlm_retries: int | None = None
     """vlm curriculum, gemini and openai: retries of a request that failed in transport (None: 3)"""
     vlm_replay: str | None = None

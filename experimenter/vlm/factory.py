@@ -19,7 +19,9 @@ DEFAULT_MODELS = {"gemini": "gemini-2.5-flash", "openai": "gpt-4o-mini"}
 PRICES_TOML = Path(__file__).with_name("prices.toml")
 FREE_BACKENDS = ("rules", "replay")
 DEFAULT_TIMEOUT_S = 30.0
-"""Seconds a request to a model server may take before the client gives up on it (and retries)."""
+"""Seconds the client waits on a model server with nothing arriving (to connect, or between parts
+of its answer) before it gives up on the request and retries: a bound on each wait, not on the
+whole request, which a server sending its answer slowly may stretch past it."""
 DEFAULT_RETRIES = 3
 """Times the client retries a request that failed in transport (timeouts, 429, 5xx)."""
 
