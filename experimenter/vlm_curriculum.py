@@ -278,6 +278,7 @@ class VLMCurriculum(Curriculum):
         if self.unreachable:
             self.fallbacks += 1
             return None
+        answers = self.backend.valid_answers
         try:
             answer = call()
         except CostCapReached as error:
@@ -298,8 +299,8 @@ class VLMCurriculum(Curriculum):
             self.fallbacks += 1
             log.warning("vlm %s failed, falling back: %s", module, error)
             return None
-        if self.used_answers is not None:
-            self.used_answers += 1
+        if self.used_answers is not None and self.backend.valid_answers > answers:
+            self.used_answers += 1  # not a step retrieved by parse or similarity, unasked
         return answer
 
     def task_stats(self) -> dict[str, dict[str, Any]]:

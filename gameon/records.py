@@ -126,8 +126,8 @@ class VLMUsage(StrictModel):
     """module calls that fell back unsent because the run's spending cap was reached (also
     counted in fallbacks; 0 in records made before the cap existed)"""
     used_answers: int | None = Field(None, ge=0)
-    """module calls whose answer was valid and used, answers cached from an identical earlier
-    request included, so it may exceed `calls` (0 for a model whose every answer was invalid or
+    """module calls the model answered validly, answers cached from an identical earlier request
+    included, so it may exceed `calls` (steps matched by parse without a request are not; 0 for a model whose every answer was invalid or
     missing, so every choice was the fallback's; None in records made before it was counted)"""
 
 

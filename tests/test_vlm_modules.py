@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gameon.envs.language import COLOURS
 from gameon.experimenter.curricula import make_curriculum
 from gameon.experimenter.curriculum import (
     NO_VLM_USAGE,
@@ -177,6 +178,17 @@ def test_a_macro_naming_more_blocks_than_the_scene_has_is_re_asked_then_falls_ba
     assert "names 4 blocks; the scene has 3, so a macro may name at most 3" in backend.prompts[1]
     skill, _ = VLMCurriculum(TASKS, backend, library=default_library()).propose_skill(blocks=4)
     assert skill is not None and skill.blocks == 4
+
+
+def test_steps_retrieved_by_parse_are_not_counted_as_answers_used() -> None:
+    """A decomposition's steps that parse are matched without a request: counting them made
+    "answers used" exceed "calls answered" (11 calls, 16 answers used)."""
+    steps = ["stack the green block on the red block", "stack the blue block on the green block"]
+    backend = Canned({"steps": steps, "rationale": ""})
+    curriculum = VLMCurriculum(TASKS, backend, library=default_library())
+    plan = curriculum.plan("build a tower of red, green and blue from the bottom up", COLOURS[:3])
+    assert [r.method for r in plan.retrievals] == ["parse", "parse"]
+    assert backend.calls == 1 and curriculum.used_answers == 1
 
 
 class Scripted(Backend):

@@ -381,6 +381,8 @@ class Backend(ABC):
         self.max_reasks = max_reasks
         self.cache = cache
         self.calls = 0
+        self.valid_answers = 0
+        """valid answers `generate` returned, cached ones included"""
         self.total_usage = Usage()
         self._cache: dict[str, str] = {}
         self._cache_read = False
@@ -558,6 +560,7 @@ class Backend(ABC):
             self._record(**entry)
             if self.cache:
                 self._cache[req_hash] = raw
+            self.valid_answers += 1
             return answer
         raise VLMError(
             f"{self.name} gave no valid {schema_model.__name__} for module {module!r} after "
