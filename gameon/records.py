@@ -127,8 +127,9 @@ class VLMUsage(StrictModel):
     counted in fallbacks; 0 in records made before the cap existed)"""
     used_answers: int | None = Field(None, ge=0)
     """module calls the model answered validly, answers cached from an identical earlier request
-    included, so it may exceed `calls` (steps matched by parse without a request are not; 0 for a model whose every answer was invalid or
-    missing, so every choice was the fallback's; None in records made before it was counted)"""
+    included, so it may exceed `calls` (steps matched by parse without a request are not; 0 for
+    a model whose every answer was invalid or missing, so every choice was the fallback's; None
+    in records made before it was counted)"""
 
 
 class TargetEvaluation(StrictModel):
