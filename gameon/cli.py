@@ -66,6 +66,11 @@ class UsageError(Exception):
     """A bad option value: reported in one line, exit code 2."""
 
 
+class CommandFailed(Exception):
+    """Work that failed for a reason outside the options (a video ffmpeg could not finish):
+    reported in one line, exit code 1."""
+
+
 @dataclass
 class Envs:
     """List every registered environment id with its skills, max steps and example instructions."""
@@ -261,7 +266,14 @@ def demo(args: Demo) -> dict:
         if terminated or truncated:
             break
     env.close()
-    write_video(args.out, frames)
+    try:
+        write_video(args.out, frames)
+    except OSError as error:
+        if out_of_space_line(error) is not None:
+            raise
+        raise CommandFailed(
+            f"cannot write the video to {str(args.out)!r}: {error.strerror or error}"
+        ) from None
     result = {
         "instruction": info["instruction"],
         "success": success_step is not None,
@@ -437,6 +449,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except UsageError as error:
         print(f"gameon: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except CommandFailed as error:
+        print(f"gameon: error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     except ModuleNotFoundError as error:
         line = missing_extra(command_name(arguments), error)
         if line is None:

@@ -11,6 +11,9 @@ method, which `evaluate` calls at the start of every episode. Success is the ora
 from __future__ import annotations
 
 import contextlib
+import errno
+import shutil
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -194,6 +197,38 @@ def mp4_writer(path: Path, fps: float) -> Iterator[Callable[[np.ndarray], None]]
             yield writer.append_data
         finally:
             writer.close()  # imageio's exit skips it after an error: ffmpeg would write on later
+        if not mp4_is_whole(temporary):  # ffmpeg's failure (a full disk) does not reach here
+            full = shutil.disk_usage(temporary.parent).free < LOW_DISK_BYTES
+            problem = "no space left on the device" if full else "its index was never written"
+            code = errno.ENOSPC if full else errno.EIO
+            raise OSError(code, f"ffmpeg left the video unfinished: {problem}", str(path))
+
+
+LOW_DISK_BYTES = 16 * 2**20
+"""Free space under which an unfinished video is put down to a full disk."""
+
+
+def mp4_is_whole(path: Path) -> bool:
+    """Whether an MP4's top-level boxes run exactly to its end and include the index ('moov'),
+    which ffmpeg writes last: a video cut short by a failed write has neither."""
+    size = path.stat().st_size
+    kinds, position = set(), 0
+    with open(path, "rb") as file:
+        while position < size:
+            header = file.read(8)
+            if len(header) < 8:
+                return False
+            length, kind = struct.unpack(">I4s", header)
+            if length == 1:  # a 64-bit length follows
+                length = struct.unpack(">Q", file.read(8))[0]
+            elif length == 0:  # the box runs to the end of the file
+                length = size - position
+            if length < 8 or position + length > size:
+                return False
+            kinds.add(kind)
+            position += length
+            file.seek(position)
+    return b"moov" in kinds
 
 
 def format_table(evaluation: EvalReport | dict) -> str:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Generator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -553,6 +554,47 @@ def test_a_failed_video_write_leaves_no_half_file(
         gameon.cli.write_video(out, [np.zeros((16, 16, 3), np.uint8)] * 5)
     assert out.read_bytes() == b"an earlier video"
     assert [path.name for path in tmp_path.iterdir()] == [out.name]
+
+
+@pytest.mark.parametrize("disk_full", [True, False])
+def test_an_mp4_that_ffmpeg_left_unfinished_is_refused_not_renamed_into_place(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture, disk_full: bool
+) -> None:
+    """On a full disk ffmpeg fails writing its trailer, but imageio closes without a word: the
+    demo said `video: ...`, exit 0, and left a video without its index that no player opens."""
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+    import gameon.evaluation
+
+    real_frames = imageio_ffmpeg.write_frames
+
+    def trailer_lost(path: str, *args: object, **kwargs: object) -> Generator:
+        encoder = real_frames(path, *args, **kwargs)
+        encoder.send(None)
+        try:
+            while True:
+                encoder.send((yield))
+        finally:
+            encoder.close()
+            whole = Path(path).read_bytes()
+            Path(path).write_bytes(whole[: whole.find(b"moov") - 4])  # as a full disk cuts it
+
+    monkeypatch.setattr(imageio_ffmpeg, "write_frames", trailer_lost)
+    free = 2**20 if disk_full else 2**40
+    monkeypatch.setattr(
+        gameon.evaluation.shutil, "disk_usage", lambda _: SimpleNamespace(free=free)
+    )
+    out = tmp_path / "demo.mp4"
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--env-id", "GameOn/Reach-v0", "--max-steps", "5", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 1 and "video:" not in captured.out
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    expected = (
+        "no space left on the disk writing "
+        if disk_full
+        else "ffmpeg left the video unfinished: its index was never written"
+    )
+    assert captured.err.startswith("gameon: error: ") and expected in captured.err
 
 
 def test_a_run_dir_that_cannot_hold_files_exits_2_before_the_run(
