@@ -70,8 +70,9 @@ interrupted iteration runs again from its seeds, so it collects exactly the epis
 A finished run started again with more `iterations` goes on from its last commit (the hand
 curriculum keeps the stage windows it started with; the state and the record keep the
 iterations the run started with, `start_iterations`, so the audit re-runs it the same way); its
-record is removed only once the state has loaded, and written anew when the added iterations
-end. A run that `auto_stop` ended as
+record is moved aside to `record_after_iteration_{k}.json` once the state has loaded (no report
+counts it there, and an interrupted extension loses it not), and `record.json` is written anew
+when the added iterations end. A run that `auto_stop` ended as
 mastered stays stopped while auto_stop is on (asked for more iterations, it says so on stderr);
 resumed with auto_stop off, it goes on. Besides `iterations` and `auto_stop`, a resumed run may
 change how requests are sent (`vlm_timeout`, `vlm_retries`) and the settings its curriculum does
@@ -95,6 +96,7 @@ import importlib
 import importlib.metadata
 import json
 import math
+import re
 import shutil
 import sys
 import time
@@ -669,15 +671,21 @@ def _map_checkpoints(library: dict[str, Any], change: Callable[[str], str]) -> d
 
 
 def remove_uncommitted(run_dir: Path, state: CollectState | None) -> None:
-    """Delete dataset roots and policy folders that the committed state does not name."""
+    """Delete the dataset roots and policy folders (`iter_{k}`, the names the loop writes) that
+    the committed state does not name; anything else there (a user's copy, notes) is left."""
     keep_dataset = None if state is None else run_dir / state.dataset.root
     last = -1 if state is None else state.iteration
-    for root in sorted((run_dir / "datasets").glob("*")):
-        if root != keep_dataset:
-            shutil.rmtree(root) if root.is_dir() else root.unlink()
+    for root in sorted((run_dir / "datasets").glob("iter_*")):
+        if ITERATION_FOLDER.fullmatch(root.name) and root != keep_dataset and root.is_dir():
+            shutil.rmtree(root)
     for folder in sorted((run_dir / "policies").glob("iter_*")):
-        if int(folder.name.removeprefix("iter_")) > last:
+        found = ITERATION_FOLDER.fullmatch(folder.name)
+        if found and int(found[1]) > last and folder.is_dir():
             shutil.rmtree(folder)
+
+
+ITERATION_FOLDER = re.compile(r"iter_(\d+)(\.copying)?")
+"""The name of an iteration's dataset root or policy folder (or a dataset root being copied)."""
 
 
 def committed_checkpoints(run_dir: Path, state: CollectState) -> list[Path]:
@@ -1444,8 +1452,11 @@ def _run_in_folder(config: LoopConfig, run_dir: Path, progress: bool) -> RunReco
         committed_calls = 0 if state is None else state.transcript_entries
         if committed_calls is not None:
             mark_abandoned(run_dir, committed_calls)
-        if not finished(config, state):  # a record of fewer iterations than now asked for
-            (run_dir / RECORD_FILE).unlink(missing_ok=True)
+        if not finished(config, state) and (run_dir / RECORD_FILE).is_file():
+            # A record of fewer iterations than now asked for: kept aside, where no report or
+            # leaderboard counts it, until the extended run writes its own.
+            earlier = run_dir / f"record_after_iteration_{state.iteration}.json"
+            (run_dir / RECORD_FILE).replace(earlier)
         done = 0 if state is None else state.iteration + 1
         iterations = bar.add_task("iterations", total=config.iterations + 1, completed=done)
         episodes = bar.add_task("episodes", total=config.seed_episodes)

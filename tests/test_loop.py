@@ -27,7 +27,7 @@ from gameon.experimenter.loop import (  # noqa: E402
     load_state,
     run_experiment,
 )
-from gameon.records import RunRecord, load_record  # noqa: E402
+from gameon.records import RECORD_FILE, RunRecord, load_record  # noqa: E402
 
 TINY = LoopConfig(
     env_id="GameOn/Reach-v0",
@@ -427,6 +427,36 @@ def test_the_state_and_record_keep_the_iterations_an_extended_run_started_with(
     (tmp_path / "state.json").write_text(json.dumps(older))
     record = run_experiment(replace(config, iterations=3), tmp_path, progress=False)
     assert record.extra["iterations_done"] == 3 and record.training.start_iterations is None
+
+
+def test_an_interrupted_extension_keeps_the_finished_record_and_the_users_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Extending a finished run deleted its record.json at once (Ctrl-C during the extension
+    lost the finished run's result for good), and each start deleted every entry of datasets/
+    but the committed root and failed on a policies/iter_1_backup copy."""
+    config = replace(TINY, iterations=1, num_updates=20, target_eval_episodes=1)
+    finished = run_experiment(config, tmp_path, progress=False)
+    shutil.copytree(tmp_path / "policies" / "iter_1", tmp_path / "policies" / "iter_1_backup")
+    (tmp_path / "datasets" / "my_notes.txt").write_text("mine")
+    (tmp_path / "datasets" / "iter_1_snapshot").mkdir()
+
+    def interrupted(*args: object) -> list[dict]:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "evaluate_targets", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(replace(config, iterations=2), tmp_path, progress=False)
+    assert not (tmp_path / RECORD_FILE).exists()  # no report counts the unfinished extension
+    assert load_record(tmp_path / "record_after_iteration_1.json") == finished
+    extended = run_experiment(replace(config, iterations=2), tmp_path, progress=False)
+    assert extended.extra["iterations_done"] == 2 and load_record(tmp_path) == extended
+    assert load_record(tmp_path / "record_after_iteration_1.json") == finished
+    assert (tmp_path / "datasets" / "my_notes.txt").read_text() == "mine"
+    assert (tmp_path / "datasets" / "iter_1_snapshot").is_dir()
+    assert (tmp_path / "policies" / "iter_1_backup").is_dir()
+    assert sorted(p.name for p in (tmp_path / "datasets").glob("iter_?")) == ["iter_2"]
 
 
 def test_a_moved_run_folder_resumes_with_its_own_checkpoints(tmp_path: Path) -> None:
