@@ -127,9 +127,12 @@ def bench_run(command: BenchRun) -> int:
         ClusterLost,
         RunnerOptions,
         check_matrix_file,
+        check_ray_head,
         duration_text,
         open_results_dir,
         plan_line,
+        ray_address,
+        results_lock,
         run_matrix,
         select_runs,
         vlm_lines,
@@ -155,6 +158,10 @@ def bench_run(command: BenchRun) -> int:
     select_runs(spec, options.only)
     open_results_dir(results)  # every refusal before the plan line, which promises work
     check_matrix_file(spec, results)
+    with results_lock(results):  # another invocation at work there: refused now, not after
+        pass
+    if options.runner == "ray" and (address := ray_address(options.ray_address)):
+        check_ray_head(address)
     console.print(plan_line(spec, results, options), markup=False)
     console.print(f"matrix {spec.name!r}: {spec.description or command.spec}", markup=False)
     for note in spec.notes:

@@ -533,7 +533,12 @@ class RayLauncher:
         them"""
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if address:
-            ray.init(address=address, log_to_driver=False)
+            check_ray_head(address)
+            try:
+                ray.init(address=address, log_to_driver=False)
+            except ConnectionError as error:  # e.g. "auto" with no cluster, a token refused
+                reason = str(error).strip().splitlines()[0] if str(error).strip() else error
+                raise ValueError(f"cannot join the Ray cluster at {address}: {reason}") from None
             cpus = int(ray.cluster_resources().get("CPU", 1))
             self.workers = workers or cpus
             self.description = f"Ray cluster at {address}, {self.workers} runs at once"
@@ -616,6 +621,19 @@ def head_answers(address: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def check_ray_head(address: str) -> None:
+    """Refuse a Ray address ("host:port") where no head answers, at once: `ray.init` would retry
+    it for about 14 minutes before failing. "auto" and "ray://" client addresses are left to it."""
+    if address == "auto" or "://" in address or ":" not in address:
+        return
+    if not head_answers(address):
+        raise ValueError(
+            f"no Ray head answers at {address} (RAY_ADDRESS or --ray-address): start it "
+            "(`ray start --head`) or check the address; without an address --runner ray starts "
+            "a local cluster"
+        )
 
 
 def make_launcher(

@@ -424,6 +424,31 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+def test_a_results_folder_in_use_is_refused_before_the_plan_line(tmp_path, capsys):
+    """The second invocation printed "2 runs to do ... about 50 s" and the matrix's name before
+    saying another one was using the folder."""
+    results = tmp_path / "results"
+    with results_lock(results):
+        assert main(command(spec_file(tmp_path), results)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "another `gameon bench run` (or a worker it left running) is using" in captured.err
+
+
+def test_a_ray_address_where_no_head_answers_is_refused_at_once(tmp_path, capsys):
+    """ray.init retried a dead address for about 14 minutes, then ended in a traceback."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"  # nothing listens there
+    started = time.monotonic()
+    args = command(spec_file(tmp_path), tmp_path / "results", "--runner", "ray")
+    assert main([*args, "--ray-address", address]) == 2
+    assert time.monotonic() - started < 30
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"no Ray head answers at {address} (RAY_ADDRESS or --ray-address)" in captured.err
+
+
 def wait_for_lock(results: Path, timeout: float = 30) -> None:
     """Until the killed workers have exited and released the results directory."""
     deadline = time.monotonic() + timeout
