@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from gameon.atomic import out_of_space_line
+from gameon.atomic import write_failure_line
 from gameon.benchmark.matrix import DEFAULT_PRESET, PRESETS
 from gameon.extras import missing_extra
 
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gameon {name}: {error}", file=sys.stderr)
         return 2
     except OSError as error:
-        line = out_of_space_line(error)
+        line = write_failure_line(error)
         if line is None:
             raise
         print(f"gameon {name}: {line}", file=sys.stderr)

@@ -104,6 +104,20 @@ def out_of_space_line(error: OSError) -> str | None:
     )
 
 
+def write_failure_line(error: OSError) -> str | None:
+    """One line for a write that failed on a full disk, or on a file or folder that cannot be
+    written (permissions, a read-only filesystem); None for any other OSError."""
+    line = out_of_space_line(error)
+    if line is not None or not error.filename:
+        return line
+    if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return None
+    return (
+        f"cannot write {error.filename}: {error.strerror}; make it writable and run the same "
+        "command again (what was finished or committed is kept)"
+    )
+
+
 def _sync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:

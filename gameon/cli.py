@@ -25,7 +25,7 @@ try:
 except ModuleNotFoundError:  # without the cli extra: run_command says which extra to install
     tyro = None
 
-from gameon.atomic import atomic_file, check_writable, out_of_space_line
+from gameon.atomic import atomic_file, check_writable, out_of_space_line, write_failure_line
 from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS
 from gameon.evaluation import mp4_writer
@@ -459,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(line, file=sys.stderr)
         raise SystemExit(2) from None
     except OSError as error:
-        line = out_of_space_line(error)
+        line = write_failure_line(error)
         if line is None:
             raise
         print(f"gameon: error: {line}", file=sys.stderr)

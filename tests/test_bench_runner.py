@@ -80,6 +80,29 @@ def records(results: Path) -> dict[str, Path]:
     return {p.parent.name: p for p in sorted(results.glob(f"*/{RECORD_FILE}"))}
 
 
+def test_a_run_folder_that_cannot_be_written_ends_the_matrix_in_one_line(
+    tmp_path, capsys, monkeypatch
+):
+    """A read-only run folder stopped the matrix with a PermissionError traceback."""
+    results = tmp_path / "results"
+    prepare = runner.prepare
+
+    def read_only(run, run_dir):
+        if run.seed == 1:
+            raise PermissionError(errno.EACCES, "Permission denied", str(run_dir / "run.json"))
+        prepare(run, run_dir)
+
+    monkeypatch.setattr(runner, "prepare", read_only)
+    assert main(command(spec_file(tmp_path), results, "--workers", "1")) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.endswith(
+        f"gameon bench run: cannot write {results}/online__Reach__fixed__ppo__s1/run.json: "
+        "Permission denied; make it writable and run the same command again (what was finished "
+        "or committed is kept)\n"
+    )
+
+
 def test_a_full_disk_is_one_line_saying_what_to_do(tmp_path, capsys, monkeypatch):
     """It was a traceback ending in `OSError: [Errno 28]` after the plan line."""
     results = tmp_path / "results"
