@@ -293,6 +293,7 @@ def test_on_a_ray_cluster_the_plan_and_the_time_left_ignore_this_machines_cpus(
     monkeypatch.setattr(
         runner, "make_launcher", lambda options, lock_fd=None: FailsAtOnce(64, False)
     )
+    monkeypatch.setattr(runner, "head_answers", lambda address: True)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     spec = spec_file(tmp_path)
     results = tmp_path / "results"
