@@ -168,7 +168,8 @@ def list_envs() -> None:
     if not console.is_terminal:
         console = Console(width=160)
     table = Table(*header, show_lines=True)
-    table.columns[-1].no_wrap = True
+    ids = table.columns[0]
+    ids.no_wrap, ids.min_width = True, max(len(row[0]) for row in rows)  # whole, to be copied
     for row in rows:
         table.add_row(*row)
     console.print(table)

@@ -32,6 +32,21 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def test_envs_shows_every_id_whole_on_an_80_column_terminal(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unwrapped example column squeezed the ids to `Gam…` below ~120 columns."""
+    import rich.console
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(rich.console.Console, "is_terminal", property(lambda self: True))
+    main(["envs"])
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # its bold header
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for env_id in ENV_SKILLS:
+        assert f" {env_id} " in out
+
+
 def test_envs_lists_every_id_with_its_max_steps(capsys: pytest.CaptureFixture) -> None:
     main(["envs"])
     out = capsys.readouterr().out
