@@ -8,6 +8,7 @@ so a missing optional extra is answered with one line naming the extra to instal
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import select
@@ -465,7 +466,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         print(f"gameon: error: {line}", file=sys.stderr)
         raise SystemExit(1) from None
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ctypes.ArgumentError) as error:
+        # Ctrl-C landing while ctypes converts a call's arguments (EGL's, say) arrives wrapped
+        if not isinstance(error, KeyboardInterrupt) and "KeyboardInterrupt" not in str(error):
+            raise
         detail = INTERRUPTED.get(command_name(arguments))
         print("interrupted" + (f": {detail}" if detail else ""), file=sys.stderr)
         raise SystemExit(130) from None

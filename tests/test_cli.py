@@ -518,6 +518,32 @@ def test_an_interrupted_experiment_says_how_to_resume_without_a_traceback(
     assert capsys.readouterr().err == "interrupted: run the same command again to resume\n"
 
 
+def test_ctrl_c_wrapped_by_ctypes_is_an_interruption_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A SIGINT landing while ctypes converted an EGL call's arguments came out as
+    `ctypes.ArgumentError: argument 1: KeyboardInterrupt`, a traceback and exit code 1."""
+    import ctypes
+
+    import gameon.cli
+
+    def wrapped(args: object) -> None:
+        raise ctypes.ArgumentError("argument 1: KeyboardInterrupt")
+
+    monkeypatch.setattr(gameon.cli, "demo", wrapped)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--out", str(tmp_path / "x.gif")])
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "interrupted: no video written\n"
+
+    def other(args: object) -> None:
+        raise ctypes.ArgumentError("argument 1: TypeError: wrong type")
+
+    monkeypatch.setattr(gameon.cli, "demo", other)
+    with pytest.raises(ctypes.ArgumentError):  # a real error stays one
+        main(["demo", "--out", str(tmp_path / "x.gif")])
+
+
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
 @pytest.mark.parametrize("out", ["/proc/x.gif", "/proc/gameon-test/x.gif"])
 def test_a_video_folder_that_cannot_hold_files_exits_2_before_the_episode(
