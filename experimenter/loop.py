@@ -408,6 +408,7 @@ class LoopConfig:
             {
                 name: getattr(self, name)
                 for name in (
+                    "hand_curriculum",
                     "vlm_model",
                     "vlm_base_url",
                     "vlm_timeout",
@@ -418,6 +419,17 @@ class LoopConfig:
                 )
             },
         )
+        if self.iterations == 0 and curriculum_class(self.curriculum).reads_budget:
+            raise ValueError(
+                f"iterations 0 leaves the {self.curriculum} curriculum no episodes to size its "
+                "stages by (it reads the run's budget): give iterations >= 1"
+            )
+        longest = max(max_steps for _, max_steps in ENV_SKILLS.values())
+        if self.chunk_length > longest:
+            raise ValueError(
+                f"chunk_length must be at most {longest} steps (the longest episode), got "
+                f"{self.chunk_length}"
+            )
         for name in ("vlm_proposal_size", "vlm_verify_trials"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

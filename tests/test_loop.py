@@ -163,6 +163,15 @@ def test_a_finished_run_is_not_cut_to_fewer_iterations_than_it_did(
         ({"seed_noise": float("nan")}, "seed_noise must be a number >= 0, got nan"),
         ({"seed_noise": -0.1}, "seed_noise must be a number >= 0, got -0.1"),
         ({"report_env_id": TINY.env_id}, f"report_env_id {TINY.env_id} is the target env_id"),
+        # the stages file was blamed ("hand_curriculum.toml: budget must be >= 1 outcomes")
+        (
+            {"curriculum": "hand", "iterations": 0},
+            "iterations 0 leaves the hand curriculum no episodes to size its stages by",
+        ),
+        # ignored, the run went on as lp
+        ({"hand_curriculum": "stages.toml"}, "hand_curriculum is only read by the hand"),
+        # passed, then overflowed the ensemble weights after the seed data
+        ({"chunk_length": 100_000}, "chunk_length must be at most 400 steps"),
     ],
 )
 def test_settings_that_would_fail_late_are_refused_up_front(changes: dict, message: str) -> None:
