@@ -114,7 +114,12 @@ def _unknown_keywords(unknown: Mapping[str, Any]) -> TypeError:
     )
 
 
-def _check_gl_backend() -> None:
+class NoDisplay(RuntimeError, ValueError):
+    """Rendering would go through GLFW in a process without a display; says how to fix it (a
+    ValueError too: a setting to change, which the commands report in one line)."""
+
+
+def check_gl_backend() -> None:
     """Refuse, with the fix, to render through GLFW where there is no display: MuJoCo picks its
     GL backend when first imported, so one imported before `gameon.envs` set MUJOCO_GL=egl has
     picked GLFW, whose failure ("an OpenGL platform library has not been loaded") names neither
@@ -122,8 +127,14 @@ def _check_gl_backend() -> None:
     if sys.platform != "linux" or "DISPLAY" in os.environ or "WAYLAND_DISPLAY" in os.environ:
         return
     backend = getattr(getattr(mujoco, "GLContext", None), "__module__", "")
+    chosen = os.environ.get("MUJOCO_GL", "")
+    if backend.endswith("glfw") and chosen.lower() not in ("", "egl"):
+        raise NoDisplay(
+            f"cannot render: MUJOCO_GL={chosen} makes MuJoCo render through GLFW, which needs a "
+            "display, and none is set (DISPLAY); set MUJOCO_GL=egl for rendering without one"
+        )
     if backend.endswith("glfw"):
-        raise RuntimeError(
+        raise NoDisplay(
             "cannot render: MuJoCo chose GLFW, which needs a display, and none is set. It was "
             "imported before gameon.envs, which would have chosen EGL; set MUJOCO_GL=egl in the "
             "environment before Python starts (or import gameon.envs before mujoco and the "
@@ -139,7 +150,7 @@ def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Ren
     variable is set only around this creation, only if the user has not set it, and removed
     after, leaving other libraries' GL contexts to Mesa's default. GPU drivers ignore it.
     """
-    _check_gl_backend()
+    check_gl_backend()
     if SOFTWARE_RENDER_THREADS_VAR in os.environ:
         return mujoco.Renderer(model, height, width)
     os.environ[SOFTWARE_RENDER_THREADS_VAR] = "0"

@@ -113,6 +113,7 @@ from pydantic import ValidationError
 from gameon.atomic import atomic_write, file_lock
 from gameon.envs import ENV_SKILLS
 from gameon.envs.language import parse
+from gameon.envs.stacking_env import check_gl_backend
 from gameon.evaluation import SUITE_SEED
 from gameon.experimenter.curricula import (
     CURRICULA,
@@ -389,6 +390,8 @@ class LoopConfig:
                         "use GameOn/MultiSkill-v0"
                     )
         check_practice_plans(self.practice_env_id)
+        if self.curriculum == "vlm":
+            check_gl_backend()  # its camera images: found now, not after iteration 0
         if self.curriculum == "positive_control":
             check_control_evaluation(self.eval_env, self.target_skills)
         minimums = {

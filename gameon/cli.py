@@ -28,7 +28,7 @@ except ModuleNotFoundError:  # without the cli extra: run_command says which ext
 
 from gameon.atomic import atomic_file, check_writable, out_of_space_line, write_failure_line
 from gameon.envs import ENV_SKILLS, language
-from gameon.envs.stacking_env import CAMERAS
+from gameon.envs.stacking_env import CAMERAS, NoDisplay
 from gameon.evaluation import mp4_writer
 from gameon.extras import first_missing, missing_extra
 
@@ -448,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise  # another pipe broke (a worker's): a real error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1) from None
-    except UsageError as error:
+    except (UsageError, NoDisplay) as error:
         print(f"gameon: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     except CommandFailed as error:

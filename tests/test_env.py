@@ -867,6 +867,30 @@ def test_pixels_after_mujoco_was_imported_first_without_a_display_say_how_to_fix
     assert "set MUJOCO_GL=egl in the environment before Python starts" in result.stdout
 
 
+@pytest.mark.parametrize("command", [["demo"], ["experiment", "--curriculum", "vlm"]])
+def test_mujoco_gl_set_to_glfw_without_a_display_is_one_line_before_any_work(
+    tmp_path, command: list[str]
+) -> None:
+    """MUJOCO_GL=glx was blamed on an import order in a traceback; the vlm experiment ran its
+    whole iteration 0 before its first camera image failed."""
+    environ = {k: v for k, v in os.environ.items() if k != "DISPLAY"} | {"MUJOCO_GL": "glx"}
+    out = ["--out", str(tmp_path / "x.gif")] if command == ["demo"] else []
+    run_dir = ["--run-dir", str(tmp_path / "run")] if command != ["demo"] else []
+    result = subprocess.run(
+        [sys.executable, "-m", "gameon", *command, *out, *run_dir],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "gameon: error: cannot render: MUJOCO_GL=glx makes MuJoCo render through GLFW, which "
+        "needs a display, and none is set (DISPLAY); set MUJOCO_GL=egl for rendering without one\n"
+    )
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
 # 10. Scene read-outs and start states
 
 
