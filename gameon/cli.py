@@ -312,6 +312,7 @@ def experiment(args: Any) -> RunRecord:
         LoopConfig,
         RunFolderInUse,
         check_resumable,
+        claim_run_folder,
         run_experiment,
     )
     from gameon.records import RANKED_MODE
@@ -333,6 +334,11 @@ def experiment(args: Any) -> RunRecord:
         raise UsageError(
             f"--run-dir {run_dir} cannot be made or written: {error.strerror or error}"
         ) from None
+    try:
+        with claim_run_folder(run_dir):  # another run at work there: refused before the plan
+            pass
+    except RunFolderInUse as error:
+        raise UsageError(str(error)) from None
     print(plan_line(config, run_dir), flush=True)
     from gameon.experimenter.vlm.estimate import collect_estimate, estimate_lines
 

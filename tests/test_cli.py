@@ -214,7 +214,9 @@ def test_experiment_on_a_folder_another_run_is_working_in_is_one_line(
     with file_lock(run_dir / RUN_LOCK_FILE), pytest.raises(SystemExit) as exit_info:
         main(["experiment", *args])
     assert exit_info.value.code == 2
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no plan line promising a run that is refused
+    err = captured.err
     assert (
         err == f"gameon: error: {run_dir} is in use by another run (a `gameon experiment` or "
         "a benchmark worker in another process); wait for it to end, or give another --run-dir\n"
