@@ -29,7 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gameon.atomic import atomic_write
+from gameon.atomic import atomic_write, out_of_space_line
 from gameon.benchmark.matrix import BUDGET_KEYS, RunSpec, curriculum_fields, run_config
 from gameon.envs import ENV_SKILLS
 from gameon.experimenter.vlm.backend import VLMRefused
@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                 signal.signal(signal.SIGINT, previous)
             return 130
         print(text, file=sys.stderr, flush=True)
-        write_error(run_dir, f"{run.run_id} failed:\n{text}")
+        full = out_of_space_line(error)  # the reason's line, not the tail of h5py's message
+        write_error(run_dir, f"{run.run_id} failed:\n{text}" + (f"\n{full}" if full else ""))
         return REFUSED_STATUS if isinstance(error, VLMRefused) else 1
     print(f"== {run.run_id}: final success {record.target_success:.2f}", flush=True)
     return 0

@@ -92,12 +92,15 @@ def check_writable(folder: str | Path) -> None:
         pass
 
 
-def out_of_space_line(error: OSError) -> str | None:
+def out_of_space_line(error: BaseException) -> str | None:
     """One line for a write that failed on a full disk (or quota), h5py's included, which
-    carries the errno only in its text; None for any other OSError."""
-    if error.errno not in (errno.ENOSPC, errno.EDQUOT) and "No space left" not in str(error):
+    carries the errno only in its text (an OSError, or a RuntimeError from its library); None
+    for any other error."""
+    code = getattr(error, "errno", None)
+    if code not in (errno.ENOSPC, errno.EDQUOT) and "No space left" not in str(error):
         return None
-    where = f" writing {error.filename}" if error.filename else ""
+    filename = getattr(error, "filename", None)
+    where = f" writing {filename}" if filename else ""
     return (
         f"no space left on the disk{where}: free some and run the same command again (what was "
         "finished or committed is kept, and files are written whole or not at all)"

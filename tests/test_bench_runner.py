@@ -685,6 +685,18 @@ def test_a_run_stopped_by_ctrl_c_is_reported_interrupted_and_a_rerun_runs_it(
     ((_, reason),) = [(s.path, s.reason) for s in load_runs(results)[1]]
     assert reason.startswith("failed: ValueError: Seed must be between 0 and 2**32 - 1 (see ")
 
+    def disk_full(run, run_dir):  # h5py's error: the errno only in a multi-line text
+        raise RuntimeError(
+            "Can't synchronously write data (file write failed: time = Thu Dec  3 2026,\n"
+            " filename = 'main_data.hdf5', file descriptor = 8, errno = 28, error message = "
+            "'No space left on device', buf = 0x1, total write size = 4096)"
+        )
+
+    monkeypatch.setattr(runs, "execute", disk_full)
+    assert runs.main([str(run_dir)]) == 1  # its reason was ", filename = 'main_data.hdf5', ..."
+    reason = runs.failure_reason((run_dir / "error.txt").read_text())
+    assert reason.startswith("no space left on the disk: free some and run the same command")
+
     monkeypatch.undo()
     assert main(command(spec, results)) == 0
     assert "1 runs done now, 0 finished before" in capsys.readouterr().out
