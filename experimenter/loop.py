@@ -612,8 +612,11 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
     free = {*RESUMABLE_CHANGES, *unread_settings(config.curriculum)}
     changed = [k for k in wanted if k not in free and saved.get(k) != wanted[k]]
     if changed:
+        values = "; ".join(f"{k} was {saved.get(k)!r}, now {wanted[k]!r}" for k in changed[:4])
+        more = f"; and {len(changed) - 4} more" if len(changed) > 4 else ""
         raise ValueError(
-            f"{run_dir} holds a run with another config ({', '.join(changed)} differ); "
+            f"{run_dir} holds a run with another config ({', '.join(changed)} differ: "
+            f"{values}{more}); "
             f"resume with the same config (only {', '.join(RESUMABLE_CHANGES)} may change, and "
             f"the settings the {config.curriculum} curriculum does not read) or use another "
             "run dir"

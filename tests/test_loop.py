@@ -144,7 +144,7 @@ def test_a_state_written_before_the_vlm_transport_settings_resumes(
     assert load_state(tmp_path, TINY).iteration == TINY.iterations
     patient = replace(TINY, vlm_timeout=60.0, vlm_retries=5)  # how requests are sent: may change
     assert load_state(tmp_path, patient).iteration == TINY.iterations
-    with pytest.raises(ValueError, match=r"\(seed differ\)"):
+    with pytest.raises(ValueError, match=r"\(seed differ: seed was 0, now 1\)"):
         load_state(tmp_path, replace(TINY, seed=1))
 
 
@@ -354,7 +354,8 @@ def test_a_resumed_run_may_change_a_setting_its_curriculum_does_not_read(
     assert load_state(tmp_path, vlm).iteration == TINY.iterations
     with pytest.raises(
         ValueError,
-        match=r"another config \(vlm_backend differ\).*the settings the vlm curriculum does not",
+        match=r"another config \(vlm_backend differ: vlm_backend was .rules., now .gemini.\).*the "
+        r"settings the vlm curriculum does not",
     ):
         load_state(tmp_path, replace(vlm, vlm_backend="gemini"))
 
