@@ -124,7 +124,8 @@ def experiment_options() -> type:
         run_dir: Path | None = None
         """output folder (default: runs/experiment__{curriculum}__{learner}__{seed})"""
         progress: bool = True
-        """show progress bars over iterations and episodes"""
+        """show progress: bars over iterations and episodes, a line per committed iteration
+        (--no-progress: nothing between the plan line and the summary)"""
 
     return Experiment
 
