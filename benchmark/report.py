@@ -539,10 +539,11 @@ def no_records_message(results_dir: Path, skipped: Sequence[Skipped]) -> str:
     """Why there is nothing to report, in one line: one run's folder given for the results
     folder, no run folders, or why each was skipped."""
     if (results_dir / RECORD_FILE).is_file():
+        parent = results_dir.resolve().parent
+        here = f" (here {parent})" if (parent / "matrix.json").is_file() else ""
         return (
             f"{results_dir} is one run's folder (it holds {RECORD_FILE}): give the folder that "
-            f"holds the run folders, the --results directory of `gameon bench run` (here "
-            f"{results_dir.parent})"
+            f"holds the run folders, the --results directory of `gameon bench run`{here}"
         )
     if not skipped:
         return (

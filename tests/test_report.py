@@ -335,10 +335,21 @@ def test_a_directory_without_valid_records_is_refused_and_nothing_written(tmp_pa
 
 def test_one_run_s_folder_given_as_the_results_folder_names_the_results_folder(tmp_path) -> None:
     run = write_run(tmp_path / "results", make_record(0, FIXED[0], "fixed"))
+    (tmp_path / "results" / "matrix.json").write_text("{}")
     with pytest.raises(
         ValueError, match=f"is one run's folder .* \\(here {tmp_path / 'results'}\\)"
     ):
         write_report(run)
+
+
+def test_a_gameon_experiment_folder_is_not_sent_to_its_parent_as_a_results_folder(
+    tmp_path,
+) -> None:
+    """Its parent (the current folder, say) holds no matrix: "(here .)" sent the user there."""
+    run = write_run(tmp_path / "anywhere", make_record(0, FIXED[0], "fixed"))
+    with pytest.raises(ValueError) as error:
+        write_report(run)
+    assert str(error.value).endswith("the --results directory of `gameon bench run`")
 
 
 @pytest.mark.parametrize("folder", ["empty", "absent"])
