@@ -186,15 +186,27 @@ def run_seconds(run: RunSpec) -> float:
         episodes = evaluations * run.eval_episodes_per_skill * skills
         work = steps * STEP_SECONDS.get(run.learner, STEP_SECONDS["sac"])
         return STARTUP_SECONDS + work + episodes * EPISODE_SECONDS
-    values = _loop_values(run)
-    iterations = values["iterations"]
-    collected = values["seed_episodes"] + iterations * values["episodes_per_iteration"]
-    updates = (iterations + 1) * values["num_updates"]
+    values = {**_loop_values(run), "eval_episodes_per_skill": run.eval_episodes_per_skill}
+    return collect_seconds({**values, "env_id": run.env_id, "learner": run.learner})
+
+
+def collect_seconds(values: dict[str, Any], done: int | None = None) -> float:
+    """Expected seconds of a collect run (`values`: LoopConfig's fields) on an idle machine;
+    `done`: the last iteration a resumed run committed (None: a new run)."""
+    from gameon.envs import ENV_SKILLS
+
+    iterations, per_iteration = values["iterations"], values["episodes_per_iteration"]
+    if done is None:  # iteration 0 trains on the seed episodes, each later one collects more
+        trained, collected = iterations + 1, values["seed_episodes"] + iterations * per_iteration
+    else:
+        trained = max(iterations - done, 0)
+        collected = trained * per_iteration
     eval_env = values["eval_env_id"] or values["practice_env_id"]
-    evaluated = (iterations + 1) * run.eval_episodes_per_skill * len(ENV_SKILLS[eval_env][0])
-    targets = [run.env_id, *([values["report_env_id"]] if values["report_env_id"] else [])]
+    evaluated = trained * values["eval_episodes_per_skill"] * len(ENV_SKILLS[eval_env][0])
+    targets = [values["env_id"], *([values["report_env_id"]] if values["report_env_id"] else [])]
     final = sum(2 * values["target_eval_episodes"] * len(ENV_SKILLS[t][0]) for t in targets)
-    work = updates * UPDATE_SECONDS.get(run.learner, UPDATE_SECONDS["iql"])
+    update_seconds = UPDATE_SECONDS.get(values["learner"], UPDATE_SECONDS["iql"])
+    work = trained * values["num_updates"] * update_seconds
     return STARTUP_SECONDS + work + (collected + evaluated + final) * EPISODE_SECONDS
 
 

@@ -14,7 +14,7 @@ import os
 import select
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -306,6 +306,35 @@ def plan_line(config: LoopConfig, run_dir: Path) -> str:
     )
 
 
+def time_line(config: LoopConfig, run_dir: Path) -> str:
+    """How long `gameon experiment` should take, idle and at the current load (the costs of
+    `gameon bench run`'s estimate; a resumed run counts the iterations left)."""
+    from gameon.benchmark.runner import (
+        MEASURED_ON,
+        collect_seconds,
+        duration_text,
+        load_average,
+        load_factor,
+    )
+    from gameon.experimenter.loop import load_state
+
+    try:
+        state = load_state(run_dir, config)
+    except ValueError:  # a damaged state: the run does it again
+        state = None
+    done = None if state is None else state.iteration
+    idle = collect_seconds(asdict(config), done)
+    line = f"expected: about {duration_text(idle)} on {MEASURED_ON}"
+    cpus = os.cpu_count() or 1
+    load = load_average()
+    factor = load_factor(load, 1, cpus)
+    if factor < 1.2:
+        return f"{line}, longer when it is busy"
+    return (
+        f"{line}; here, now (load {load:.1f} on {cpus} CPUs): about {duration_text(idle * factor)}"
+    )
+
+
 def experiment(args: Any) -> RunRecord:
     """Run (or resume) a collect experiment (`args`: `experiment_options()`); print where its
     record and curves are."""
@@ -341,6 +370,7 @@ def experiment(args: Any) -> RunRecord:
     except RunFolderInUse as error:
         raise UsageError(str(error)) from None
     print(plan_line(config, run_dir), flush=True)
+    print(time_line(config, run_dir), flush=True)
     from gameon.experimenter.vlm.estimate import collect_estimate, estimate_lines
 
     for line in estimate_lines([collect_estimate(config)]):  # paid VLM backends: calls and cost

@@ -189,6 +189,23 @@ def test_the_smoke_preset_is_expected_to_take_about_two_minutes_on_two_idle_core
     assert schedule_seconds([10.0, 10.0, 10.0], workers=1) == 30.0
 
 
+def test_a_collect_run_is_expected_to_take_its_updates_and_episodes_and_a_resume_less() -> None:
+    """The default `gameon experiment` (5 iterations of 5000 BC updates, 610 episodes) took
+    about 5 minutes idle and said nothing of it; a resume counts what is left."""
+    from gameon.experimenter.loop import LoopConfig
+
+    values = dataclasses.asdict(LoopConfig())
+    updates = 6 * 5000 * runner.UPDATE_SECONDS["bc"]
+    episodes = (50 + 5 * 20 + 6 * 10 * 7 + 2 * 20 * 1) * runner.EPISODE_SECONDS
+    assert runner.collect_seconds(values) == pytest.approx(
+        runner.STARTUP_SECONDS + updates + episodes
+    )
+    assert 240 <= runner.collect_seconds(values) <= 330
+    resumed = runner.collect_seconds(values, done=3)  # iterations 4 and 5 left
+    left = 2 * 5000 * runner.UPDATE_SECONDS["bc"] + (2 * 20 + 2 * 70 + 40) * runner.EPISODE_SECONDS
+    assert resumed == pytest.approx(runner.STARTUP_SECONDS + left)
+
+
 def test_a_ppo_run_is_expected_to_take_its_whole_rollouts() -> None:
     """PPO rounds total_timesteps up to whole rollouts (num_envs * num_steps): 100 steps of
     rollouts of 2 * 64 are 128 steps, and the estimate counts those, not 100."""

@@ -254,6 +254,12 @@ def test_experiment_runs_and_prints_where_its_files_are(
         "then 1 iteration of 2 episodes on GameOn/Reach-v0, 100 updates each; target "
         f"GameOn/Reach-v0; new run in {run_dir}"
     )
+    # and at once how long it should take (it said nothing; the defaults take ~5 min)
+    assert re.fullmatch(
+        r"expected: about \d+ s on an idle 2-core machine(, longer when it is busy|; here, now "
+        r"\(load [\d.]+ on \d+ CPUs\): about \d+ s)",
+        out.splitlines()[1],
+    )
     assert str(run_dir / "record.json") in out and str(run_dir / "curves.png") in out
     assert (run_dir / "record.json").is_file() and (run_dir / "curves.png").is_file()
     record = load_record(run_dir / "record.json")
