@@ -185,6 +185,11 @@ def _check(args: Demo) -> None:
             f"cannot write the video to {str(args.out)!r}: it is a folder; give a file name in it, "
             f"e.g. {str(args.out / 'demo.mp4')!r}"
         )
+    if args.out.name.lower() in VIDEO_SUFFIXES:  # ".mp4": a name that is all suffix
+        raise UsageError(
+            f"{str(args.out)!r} has no file name before its suffix; give one, e.g. "
+            f"{str(args.out.with_name('demo' + args.out.name))!r}"
+        )
     if args.out.suffix.lower() not in VIDEO_SUFFIXES:
         raise UsageError(
             f"unknown video suffix {args.out.suffix!r} in {str(args.out)!r}; "

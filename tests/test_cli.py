@@ -74,6 +74,20 @@ def test_unknown_env_id_exits_2_naming_accepted_ids(tmp_path: Path) -> None:
     assert not (tmp_path / "x.mp4").exists()
 
 
+def test_an_out_that_is_all_suffix_asks_for_a_file_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`--out .mp4` said "unknown video suffix ''" (a dot file has no suffix)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--out", str(tmp_path / ".mp4")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"gameon: error: {str(tmp_path / '.mp4')!r} has no file name before its suffix; give "
+        f"one, e.g. {str(tmp_path / 'demo.mp4')!r}\n"
+    )
+
+
 @pytest.mark.parametrize("out", ["demo.avi", "demo"])
 def test_bad_video_suffix_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture, out: str) -> None:
     with pytest.raises(SystemExit) as exit_info:
