@@ -71,8 +71,8 @@ A finished run started again with more `iterations` goes on from its last commit
 curriculum keeps the stage windows it started with; the state and the record keep the
 iterations the run started with, `start_iterations`, so the audit re-runs it the same way); its
 record is moved aside to `record_after_iteration_{k}.json` once the state has loaded (no report
-counts it there, and an interrupted extension loses it not), and `record.json` is written anew
-when the added iterations end. A run that `auto_stop` ended as
+counts it there, and an interrupted extension does not lose it), and `record.json` is written
+anew when the added iterations end. A run that `auto_stop` ended as
 mastered stays stopped while auto_stop is on (asked for more iterations, it says so on stderr);
 resumed with auto_stop off, it goes on. Besides `iterations` and `auto_stop`, a resumed run may
 change how requests are sent (`vlm_timeout`, `vlm_retries`) and the settings its curriculum does
@@ -1470,9 +1470,9 @@ def _run_in_folder(config: LoopConfig, run_dir: Path, progress: bool) -> RunReco
         committed_calls = 0 if state is None else state.transcript_entries
         if committed_calls is not None:
             mark_abandoned(run_dir, committed_calls)
-        if not finished(config, state) and (run_dir / RECORD_FILE).is_file():
+        if state is not None and not finished(config, state) and (run_dir / RECORD_FILE).is_file():
             # A record of fewer iterations than now asked for: kept aside, where no report or
-            # leaderboard counts it, until the extended run writes its own.
+            # leaderboard counts it, while the extended run makes its own.
             earlier = run_dir / f"record_after_iteration_{state.iteration}.json"
             (run_dir / RECORD_FILE).replace(earlier)
         done = 0 if state is None else state.iteration + 1
