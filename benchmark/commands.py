@@ -129,7 +129,6 @@ def bench_run(command: BenchRun) -> int:
         check_matrix_file,
         check_ray_head,
         duration_text,
-        open_results_dir,
         plan_line,
         ray_address,
         results_lock,
@@ -156,10 +155,11 @@ def bench_run(command: BenchRun) -> int:
         import gameon.benchmark.report  # noqa: F401
     check_spec(spec)
     select_runs(spec, options.only)
-    open_results_dir(results)  # every refusal before the plan line, which promises work
-    check_matrix_file(spec, results)
-    with results_lock(results):  # another invocation at work there: refused now, not after
+    # Every refusal before the plan line, which promises work: the folder (opened as the lock
+    # is taken), another invocation at work there, another matrix's results.
+    with results_lock(results):
         pass
+    check_matrix_file(spec, results)
     if options.runner == "ray" and (address := ray_address(options.ray_address)):
         check_ray_head(address)
     console.print(plan_line(spec, results, options), markup=False)

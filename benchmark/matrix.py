@@ -435,17 +435,18 @@ def _curricula(tables: list[Any], where: str, notes: list[str]) -> tuple[Curricu
                 if dropped := [key for key in unused if options.pop(key, None) is not None]:
                     notes.append(f"vlm {' and '.join(dropped)} unused: {options['backend']}")
         curricula.append(CurriculumSpec(table.name, options))
-    for index, curriculum in enumerate(curricula):
-        for earlier in curricula[:index]:
-            if earlier.slug != curriculum.slug:
-                continue
-            if earlier == curriculum:
-                raise ValueError(f"{where} lists the same curriculum twice: {curriculum.slug}")
-            raise ValueError(
-                f"{where} curricula {earlier.to_dict()} and {curriculum.to_dict()} would share "
-                f"the run id part {curriculum.slug!r} (run ids keep letters, digits and dots, "
-                "the rest becomes '_'): change one so they differ in those"
-            )
+    by_slug: dict[str, CurriculumSpec] = {}
+    for curriculum in curricula:
+        earlier = by_slug.setdefault(curriculum.slug, curriculum)
+        if earlier is curriculum:
+            continue
+        if earlier == curriculum:
+            raise ValueError(f"{where} lists the same curriculum twice: {curriculum.slug}")
+        raise ValueError(
+            f"{where} curricula {earlier.to_dict()} and {curriculum.to_dict()} would share "
+            f"the run id part {curriculum.slug!r} (run ids keep letters, digits and dots, "
+            "the rest becomes '_'): change one so they differ in those"
+        )
     return tuple(curricula)
 
 

@@ -186,8 +186,8 @@ def run_seconds(run: RunSpec) -> float:
         episodes = evaluations * run.eval_episodes_per_skill * skills
         work = steps * STEP_SECONDS.get(run.learner, STEP_SECONDS["sac"])
         return STARTUP_SECONDS + work + episodes * EPISODE_SECONDS
-    values = {**_loop_values(run), "eval_episodes_per_skill": run.eval_episodes_per_skill}
-    return collect_seconds({**values, "env_id": run.env_id, "learner": run.learner})
+    run_values = {"eval_episodes_per_skill": run.eval_episodes_per_skill, "env_id": run.env_id}
+    return collect_seconds({**_loop_values(run), **run_values, "learner": run.learner})
 
 
 def collect_seconds(values: dict[str, Any], done: int | None = None) -> float:

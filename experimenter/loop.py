@@ -751,11 +751,14 @@ UNREADABLE_STATE = (json.JSONDecodeError, UnicodeDecodeError)
 """A state.json that raises these is a bad file: the run is re-done, not refused."""
 
 
-def check_resumable(run_dir: Path, config: LoopConfig) -> None:
+def check_resumable(run_dir: Path, config: LoopConfig) -> CollectState | None:
     """What `load_checked_state` refuses (ValueError), without hashing the committed files: for a
-    check before the run, which checks them itself."""
-    with contextlib.suppress(*UNREADABLE_STATE):
-        load_state(run_dir, config)
+    check before the run, which checks them itself. Returns the committed state (None if new or
+    unreadable, which the run re-does)."""
+    try:
+        return load_state(run_dir, config)
+    except UNREADABLE_STATE:
+        return None
 
 
 def load_checked_state(

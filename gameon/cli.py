@@ -311,9 +311,9 @@ def plan_line(config: LoopConfig, run_dir: Path) -> str:
     )
 
 
-def time_line(config: LoopConfig, run_dir: Path) -> str:
+def time_line(config: LoopConfig, done: int | None) -> str:
     """How long `gameon experiment` should take, idle and at the current load (the costs of
-    `gameon bench run`'s estimate; a resumed run counts the iterations left)."""
+    `gameon bench run`'s estimate); `done`: the last iteration a resumed run committed."""
     from gameon.benchmark.runner import (
         MEASURED_ON,
         collect_seconds,
@@ -321,13 +321,7 @@ def time_line(config: LoopConfig, run_dir: Path) -> str:
         load_average,
         load_factor,
     )
-    from gameon.experimenter.loop import load_state
 
-    try:
-        state = load_state(run_dir, config)
-    except ValueError:  # a damaged state: the run does it again
-        state = None
-    done = None if state is None else state.iteration
     idle = collect_seconds(asdict(config), done)
     line = f"expected: about {duration_text(idle)} on {MEASURED_ON}"
     cpus = os.cpu_count() or 1
@@ -360,7 +354,7 @@ def experiment(args: Any) -> RunRecord:
         raise UsageError(f"--run-dir {run_dir} is a file; give a folder (new, or a run to resume)")
     try:
         config.validate()
-        check_resumable(run_dir, config)  # a damaged state is re-done by the run, not refused
+        state = check_resumable(run_dir, config)  # a damaged state is re-done, not refused
     except ValueError as error:
         raise UsageError(" ".join(str(error).split())) from None
     try:
@@ -375,7 +369,7 @@ def experiment(args: Any) -> RunRecord:
     except RunFolderInUse as error:
         raise UsageError(str(error)) from None
     print(plan_line(config, run_dir), flush=True)
-    print(time_line(config, run_dir), flush=True)
+    print(time_line(config, None if state is None else state.iteration), flush=True)
     from gameon.experimenter.vlm.estimate import collect_estimate, estimate_lines
 
     for line in estimate_lines([collect_estimate(config)]):  # paid VLM backends: calls and cost

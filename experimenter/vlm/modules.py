@@ -437,9 +437,8 @@ def macro_from_spec(spec: MacroSpec, library: SkillLibrary, blocks: int = len(CO
             f"the template {spec.template!r} names {skill.blocks} blocks; the scene has "
             f"{blocks}, so a macro may name at most {blocks} ({{0}} .. {{{blocks - 1}}})"
         )
-    colours = ("red", "green", "blue", "yellow", "purple")
     for step in spec.steps:
-        instruction = parse(step.format(*colours))
+        instruction = parse(step.format(*COLOURS))
         if instruction.skill not in library:
             raise ValueError(f"step {step!r} uses the skill {instruction.skill!r}, not in library")
     return skill
