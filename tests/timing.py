@@ -6,12 +6,17 @@ reference measured in the same run, in alternating rounds, so both see the same 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
 import gymnasium as gym
 import mujoco
+import numpy as np
 
 import gameon.envs  # noqa: F401  (registers the GameOn/ ids)
 from gameon.envs.world import N_SUBSTEPS
@@ -50,3 +55,17 @@ def share_of_physics_step(
     finally:
         env.close()
     return statistics.median(shares)
+
+
+def machine() -> str:
+    """The machine and interpreter the figures were measured on, in one line: the speed tables
+    move with both (a CPU's model, and how its Python was built)."""
+    model = platform.machine()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as file:
+        names = [line.split(":", 1)[1].strip() for line in file if line.startswith("model name")]
+        model = names[0] if names else model
+    return (
+        f"{model}, {os.cpu_count()} CPUs; Python {platform.python_version()} at "
+        f"{sys.base_prefix} ({platform.python_compiler()}), numpy {np.__version__}, "
+        f"mujoco {mujoco.__version__}"
+    )
