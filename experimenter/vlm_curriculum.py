@@ -273,6 +273,7 @@ class VLMCurriculum(Curriculum):
         cost cap is spent (then no request is sent and the fallback also counts as capped)."""
         reason = self.cap_reason()
         if reason is not None:
+            self.backend.record_not_sent(module, reason)
             self.fall_back_capped(module, reason)
             return None
         if self.unreachable:
@@ -380,6 +381,7 @@ class VLMCurriculum(Curriculum):
         if reason is not None:
             found = modules.retrieve(None, step, self.library, colours)
             if found.instruction is None:
+                self.backend.record_not_sent("retrieve", reason)
                 self.fall_back_capped("retrieve", reason)
                 found.reason = reason
             return found

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +18,7 @@ from fake_http import Scripted, ScriptedServer
 from pydantic import BaseModel
 
 from gameon.experimenter.vlm import (
+    GeminiBackend,
     OpenAIBackend,
     ReplayBackend,
     Transcript,
@@ -285,6 +290,47 @@ def test_timeout_raises(server: FakeServer, tmp_path: Path) -> None:
     assert_no_secret(tmp_path)
 
 
+def interrupt_on_request(server: FakeServer, count: int) -> None:
+    """Send this process Ctrl-C (SIGINT) once the server has received `count` requests (its
+    reply is still on the way); never, if they do not come within 10 s."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 10
+        while len(server.requests) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if len(server.requests) >= count:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def test_a_request_cut_off_by_ctrl_c_is_recorded_as_interrupted_then_ends_the_call(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """It was in no transcript: an audit of the run did not see the call it had made."""
+    slow = good("lift", 2)
+    slow.delay_s = 5.0
+    server.script(good("reach", 1), slow)
+    backend = make_backend(server, tmp_path)
+    backend.generate("First", [], Plan, module="analyse")
+    interrupt_on_request(server, 2)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        backend.generate(f"Cut off {FAKE_KEY}", [image()], Plan, module="decompose")
+    assert time.monotonic() - started < 4  # not after the answer came
+    first, cut = backend.transcript.entries()
+    assert "interrupted" not in first
+    assert cut["interrupted"] is True and cut["raw_response"] is None and cut["parsed"] is None
+    assert cut["module"] == "decompose" and cut["attempt"] == 0 and len(cut["images"]) == 1
+    assert cut["prompt"] == "Cut off ***" and cut["error"].startswith("interrupted (Ctrl-C)")
+    assert backend.calls == 1
+    assert_no_secret(tmp_path)
+    replay = ReplayBackend(tmp_path)  # the run ended there: no answer, nor failure, to give
+    assert replay.generate("First", [], Plan, module="analyse").steps == 1
+    with pytest.raises(VLMError, match="no recorded answer for module 'decompose'"):
+        replay.generate(f"Cut off {FAKE_KEY}", [image()], Plan, module="decompose")
+
+
 def test_missing_key_for_remote_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("MY_VLM_KEY", raising=False)
     with pytest.raises(ValueError, match="MY_VLM_KEY") as info:
@@ -317,9 +363,30 @@ def test_a_base_url_that_is_not_http_is_refused_naming_it(
 def test_a_base_url_carrying_credentials_is_refused_without_repeating_them(url: str) -> None:
     """A password in the URL was written to state.json, started.json and record.json (the stored
     config), and to the transcript when the server answered a page."""
-    with pytest.raises(ValueError, match="base_url carries credentials before its host") as info:
+    with pytest.raises(
+        ValueError, match=r"base_url \(--vlm-base-url\) carries credentials"
+    ) as info:
         OpenAIBackend("m", base_url=url)
     assert "TopSecretPassw0rd" not in str(info.value)
+
+
+@pytest.mark.parametrize("wire", ["openai", "gemini"])
+def test_a_bad_base_url_names_the_flag_it_was_given_with_or_the_variable_it_was_read_from(
+    wire: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message said base_url where a CLI user had typed --vlm-base-url, and blamed base_url
+    for a URL read from an environment variable."""
+    backend, variable = (
+        (OpenAIBackend, "OPENAI_BASE_URL")
+        if wire == "openai"
+        else (GeminiBackend, "GOOGLE_GEMINI_BASE_URL")
+    )
+    monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ValueError, match=r"^base_url \(--vlm-base-url\) must be an http://"):
+        backend("m", base_url="localhost:11434/v1")
+    monkeypatch.setenv(variable, "localhost:11434/v1")
+    with pytest.raises(ValueError, match=rf"^{variable} must be an http://"):
+        backend("m")
 
 
 def test_a_key_read_with_surrounding_whitespace_is_sent_without_it(

@@ -10,7 +10,11 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
 from dataclasses import replace
@@ -252,6 +256,88 @@ def test_a_replay_stops_where_the_capped_run_did(
     assert again.usage()["cost_usd"] == 0 and len(openai_server.requests) == 2
 
 
+UNANSWERED = ("module", "attempt", "request_hash", "raw_response", "parsed", "error", "sent")
+"""what a transcript entry says of a call, the same in a run and in its replay"""
+
+
+def test_a_reask_the_cap_stopped_is_in_the_transcript_as_not_sent_and_replays_the_same(
+    openai_server: ScriptedServer, tmp_path: Path
+) -> None:
+    """The transcript had no line for it: an audit saw one invalid answer and no re-ask."""
+    openai_server.script(openai_reply("{not json"), openai_reply(GOOD))
+    url = f"{openai_server.url}/v1"
+    backend = make_backend("openai", "gpt-4o-mini", url, Transcript(tmp_path / "run"), retries=0)
+    run = VLMCurriculum(TASKS, backend, 0, interval=None, max_cost=OPENAI_CALL_USD / 2)
+    assert not run.consult()
+    assert len(openai_server.requests) == 1
+    invalid, stopped = Transcript(tmp_path / "run").entries()
+    assert invalid["raw_response"] == "{not json" and "sent" not in invalid
+    assert stopped["sent"] is False and stopped["raw_response"] is None
+    assert stopped["module"] == "propose" and stopped["attempt"] == 1
+    assert stopped["error"].startswith("not sent: cost cap: $0.000027 spent of the")
+    assert "Your previous answer was invalid" in stopped["prompt"]
+    assert stopped["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
+    assert Transcript(tmp_path / "run").usage().prompt_tokens == 100
+    replayed_to = Transcript(tmp_path / "replayed")
+    replay = make_backend("replay", transcript=replayed_to, replay_path=tmp_path / "run")
+    again = VLMCurriculum(TASKS, replay, 0, interval=None, max_cost=OPENAI_CALL_USD / 2)
+    assert not again.consult()
+    assert again.usage()["capped_calls"] == run.usage()["capped_calls"] == 1
+    replayed, recorded = replayed_to.entries(), Transcript(tmp_path / "run").entries()
+    assert [[e.get(k) for k in UNANSWERED] for e in replayed] == [
+        [e.get(k) for k in UNANSWERED] for e in recorded
+    ]
+    assert_no_key(tmp_path)
+
+
+def test_a_consultation_the_cap_stops_is_in_the_transcript_and_a_replay_stops_alike(
+    openai_server: ScriptedServer, tmp_path: Path
+) -> None:
+    """The curriculum's own cap check sent nothing and wrote nothing: the transcript showed one
+    call where the run had decided on two."""
+    openai_server.script(openai_reply(GOOD))
+    url = f"{openai_server.url}/v1"
+    backend = make_backend("openai", "gpt-4o-mini", url, Transcript(tmp_path / "run"), retries=0)
+    run = VLMCurriculum(TASKS, backend, 0, interval=None, max_cost=OPENAI_CALL_USD / 2)
+    assert run.consult() and not run.consult()
+    assert len(openai_server.requests) == 1
+    answered, stopped = Transcript(tmp_path / "run").entries()
+    assert "sent" not in answered and answered["raw_response"] == GOOD
+    assert stopped["sent"] is False and stopped["module"] == "propose"
+    assert stopped["error"].startswith("not sent: cost cap: $")
+    assert run.usage()["capped_calls"] == 1
+    replayed_to = Transcript(tmp_path / "replayed")
+    replay = make_backend("replay", transcript=replayed_to, replay_path=tmp_path / "run")
+    again = VLMCurriculum(TASKS, replay, 0, interval=None, max_cost=OPENAI_CALL_USD / 2)
+    assert again.consult() and not again.consult()
+    assert again.proposal == run.proposal and again.usage()["capped_calls"] == 1
+    assert [[e.get(k) for k in UNANSWERED] for e in replayed_to.entries()] == [
+        [e.get(k) for k in UNANSWERED] for e in Transcript(tmp_path / "run").entries()
+    ]
+    assert_no_key(tmp_path)
+
+
+def test_a_call_the_cap_stopped_before_its_request_was_built_is_recorded_and_replays(
+    openai_server: ScriptedServer, tmp_path: Path
+) -> None:
+    """The entry a curriculum writes for a call it never built (no prompt, no hash) must not
+    make the transcript unreplayable, nor be given as an answer."""
+    openai_server.script(openai_reply(GOOD))
+    url = f"{openai_server.url}/v1"
+    backend = make_backend("openai", "gpt-4o-mini", url, Transcript(tmp_path), retries=0)
+    run = VLMCurriculum(TASKS, backend, 0, interval=None)
+    assert run.consult()
+    backend.record_not_sent("propose", f"cost cap: $0.01 spent of the $0.01 cap ({OPENAI_KEY})")
+    answered, stopped = Transcript(tmp_path).entries()
+    assert stopped["sent"] is False and stopped["request_hash"] is None
+    assert stopped["module"] == "propose" and stopped["raw_response"] is None
+    assert stopped["error"] == "not sent: cost cap: $0.01 spent of the $0.01 cap (***)"
+    assert_no_key(tmp_path)
+    again = VLMCurriculum(TASKS, make_backend("replay", replay_path=tmp_path), 0, interval=None)
+    assert again.consult() and again.proposal == run.proposal
+    assert not again.consult() and again.backend.order_matches == 0  # no second answer
+
+
 def test_bad_caps_are_refused_clearly() -> None:
     from gameon.experimenter.loop import LoopConfig
 
@@ -436,6 +522,41 @@ def test_a_refused_key_stops_the_experiment_in_one_line_and_the_same_command_res
     )
     assert said in output
     assert_no_key(tmp_path, output)
+
+
+def test_ctrl_c_during_a_request_exits_130_with_the_call_in_the_transcript_as_interrupted(
+    openai_server: ScriptedServer, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The request Ctrl-C cut off (perhaps billed) was in no transcript."""
+    pytest.importorskip("torch")
+    pytest.importorskip("minari")
+    from gameon.cli import main
+
+    slow = openai_reply(GOOD)
+    slow.delay_s = 30.0
+    openai_server.script(slow)
+
+    def interrupt_on_request() -> None:
+        deadline = time.monotonic() + 60
+        while not openai_server.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if openai_server.requests:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_on_request, daemon=True).start()
+    run_dir = tmp_path / "interrupted"
+    with pytest.raises(SystemExit) as exited:
+        main(tiny_experiment(openai_server, run_dir))
+    assert exited.value.code == 130
+    assert capsys.readouterr().err.strip() == "interrupted: run the same command again to resume"
+    (cut,) = Transcript(run_dir).entries()
+    assert cut["interrupted"] is True and cut["raw_response"] is None
+    assert cut["module"] == "propose" and cut["error"].startswith("interrupted (Ctrl-C)")
+    lines = (run_dir / "transcript.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [cut]  # one whole line, nothing torn
+    assert json.loads((run_dir / "state.json").read_text())["iteration"] == 0
+    assert not (run_dir / "record.json").exists()
+    assert_no_key(tmp_path)
 
 
 def test_bench_run_says_calls_and_cost_before_any_run(

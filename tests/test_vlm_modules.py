@@ -232,15 +232,15 @@ def test_a_too_deeply_nested_coded_skill_is_re_asked_then_falls_back() -> None:
 
 
 def test_make_backend_names_what_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="accepted: rules, gemini, openai, replay"):
+    with pytest.raises(ValueError, match=r"\(--vlm-backend\); accepted: rules, gemini, openai"):
         make_backend("claude")
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ValueError, match="GEMINI_API_KEY.*GOOGLE_API_KEY"):
         make_backend("gemini")
-    with pytest.raises(ValueError, match="needs a transcript"):
+    with pytest.raises(ValueError, match=r"needs a transcript: give replay_path \(--vlm-replay"):
         make_backend("replay")
-    with pytest.raises(ValueError, match="no transcript to replay"):
+    with pytest.raises(ValueError, match=r"no transcript to replay at .* \(replay_path, --vlm-"):
         make_backend("replay", replay_path=tmp_path)
     (tmp_path / "state.json").write_text('{\n "iterations": 1\n}\n')  # not a transcript
     with pytest.raises(ValueError, match="records no VLM call to replay"):
@@ -248,8 +248,10 @@ def test_make_backend_names_what_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_p
     (tmp_path / "other.jsonl").write_text('{"step": 1}\n')
     with pytest.raises(ValueError, match="is not a VLM transcript: its call 1 has no"):
         make_backend("replay", replay_path=tmp_path / "other.jsonl")
-    with pytest.raises(ValueError, match="takes no model"):
+    with pytest.raises(ValueError, match=r"takes no model \(--vlm-model\) or base_url \(--vlm-b"):
         make_backend("rules", model="x")
+    with pytest.raises(ValueError, match=r"replay path \(replay_path, --vlm-replay\) is only"):
+        make_backend("rules", replay_path=tmp_path)
     monkeypatch.delenv("MY_KEY", raising=False)
     with pytest.raises(ValueError, match="MY_KEY"):
         make_backend("openai", base_url="https://example.invalid/v1", api_key_env="MY_KEY")

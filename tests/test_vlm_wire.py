@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -449,6 +453,32 @@ def test_a_refusal_after_an_answered_call_falls_back_like_a_dead_server(
     assert len(provider.server.requests) == 2 and vlm.usage()["fallbacks"] == 2
 
 
+def test_ctrl_c_mid_request_ends_the_consultation_with_the_call_recorded_as_interrupted(
+    provider: Provider, tmp_path: Path, logs: pytest.LogCaptureFixture
+) -> None:
+    """Neither client turns Ctrl-C into a failure to fall back from, and the call is recorded."""
+    slow = provider.reply(proposal(GOOD_TASKS))
+    slow.delay_s = 5.0
+    provider.server.script(slow)
+
+    def interrupt_on_request() -> None:
+        deadline = time.monotonic() + 10
+        while not provider.server.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if provider.server.requests:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_on_request, daemon=True).start()
+    vlm = curriculum(provider, tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        vlm.consult()
+    (cut,) = Transcript(tmp_path).entries()
+    assert cut["interrupted"] is True and cut["backend"] == provider.name
+    assert cut["module"] == "propose" and cut["raw_response"] is None
+    assert vlm.usage()["fallbacks"] == 0 and vlm.usage()["calls"] == 0
+    assert_no_key(provider, tmp_path, logs.text)
+
+
 def test_a_slow_server_is_waited_for_with_the_timeout_given_by_name(
     provider: Provider, tmp_path: Path
 ) -> None:
@@ -479,16 +509,49 @@ def test_timeout_and_retries_are_checked_and_only_for_backends_that_send_request
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
-    with pytest.raises(ValueError, match="vlm_timeout must be a number of seconds > 0"):
+    with pytest.raises(ValueError, match=r"vlm_timeout \(--vlm-timeout\) must be a number of"):
         make_backend("openai", "llava", base_url="http://127.0.0.1:9/v1", timeout=0)
     with pytest.raises(ValueError, match="> 0 and finite, or None, got inf"):
         make_backend("gemini", timeout=float("inf"))  # Gemini's client: an OverflowError
-    with pytest.raises(ValueError, match="vlm_retries must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"vlm_retries \(--vlm-retries\) must be an integer >= 0"):
         make_backend("openai", "llava", base_url="http://127.0.0.1:9/v1", retries=-1)
-    with pytest.raises(ValueError, match="the rules backend sends no requests: vlm_timeout"):
+    with pytest.raises(
+        ValueError,
+        match=r"the rules backend sends no requests: vlm_timeout \(--vlm-timeout\) and "
+        r"vlm_retries \(--vlm-retries\) are for",
+    ):
         make_backend("rules", timeout=60)
     with pytest.raises(ValueError, match="only apply to a backend given by name"):
         make_vlm_curriculum(TASKS, backend=make_backend("rules"), timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--vlm-timeout", "0"], "vlm_timeout (--vlm-timeout) must be a number of seconds > 0"),
+        (["--vlm-retries", "-1"], "vlm_retries (--vlm-retries) must be an integer >= 0"),
+        (["--vlm-timeout", "60"], "vlm_timeout (--vlm-timeout) and vlm_retries (--vlm-retries)"),
+        (["--vlm-model", "llava"], "takes no model (--vlm-model) or base_url (--vlm-base-url)"),
+        (
+            ["--backend", "openai", "--vlm-base-url", "localhost:11434/v1"],
+            "base_url (--vlm-base-url) must be an http:// or https:// URL",
+        ),
+        (["--backend", "replay"], "needs a transcript: give replay_path (--vlm-replay PATH)"),
+        (["--backend", "claude"], "unknown VLM backend 'claude' (--vlm-backend)"),
+    ],
+)
+def test_a_bad_vlm_setting_given_as_a_flag_is_named_by_that_flag(
+    options: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The messages named only the fields (base_url), not the flags a CLI user had typed."""
+    from gameon.cli import main
+
+    arguments = ["experiment", "--curriculum", "vlm", *options, "--run-dir", str(tmp_path / "r")]
+    with pytest.raises(SystemExit) as exited:
+        main(arguments)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("gameon: error: ") and said in error
 
 
 def test_a_transcript_beside_a_built_backend_is_refused(tmp_path: Path) -> None:

@@ -127,21 +127,26 @@ class EmptyAnswer(Exception):
         self.usage = usage
 
 
-def check_base_url(url: str) -> None:
+BASE_URL_SETTING = "base_url (--vlm-base-url)"
+"""How errors name the base URL a caller gave: the backends' argument and the command's flag."""
+
+
+def check_base_url(url: str, source: str = BASE_URL_SETTING) -> None:
     """Refuse a model server's base URL that is not http(s) with a host (e.g.
     "localhost:11434/v1" without its scheme): every request to it would fail in transport, each
     failure a fallback, and the run would go on as lp under the model's label. A URL carrying a
-    user or password is refused too: it would be written to the run's files."""
+    user or password is refused too: it would be written to the run's files. `source` names
+    where the URL was given (an environment variable when no base_url was)."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(
-            f"base_url must be an http:// or https:// URL with a host, such as "
+            f"{source} must be an http:// or https:// URL with a host, such as "
             f"http://localhost:11434/v1, got {url!r}"
         )
     if parsed.username is not None or parsed.password is not None:
         bare = parsed._replace(netloc=parsed.netloc.rpartition("@")[2]).geturl()
         raise ValueError(
-            f"base_url carries credentials before its host ({bare} with a user or password): "
+            f"{source} carries credentials before its host ({bare} with a user or password): "
             "run records, states and transcripts keep the URL, so give the key in the backend's "
             "API key variable (OPENAI_API_KEY, GEMINI_API_KEY) and the URL without it"
         )
@@ -327,20 +332,31 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def read_entries(path: str | Path) -> list[dict[str, Any]]:
     """The calls of a transcript.jsonl, every attempt of the run (abandoned ones too: they were
-    billed); a line torn by a kill mid-write is skipped, not fatal."""
+    billed; unanswered ones too: see `answered`); a line torn by a kill mid-write is skipped, not
+    fatal."""
     return [entry for entry in _lines(Path(path)) if entry.get("kind") != RESUME_KIND]
+
+
+def answered(entry: dict[str, Any]) -> bool:
+    """Whether a call got to an end a replay can give again: not one the cost cap stopped unsent
+    (`"sent": false`) nor one Ctrl-C cut off before its answer (`"interrupted": true`)."""
+    return entry.get("sent") is not False and entry.get("interrupted") is not True
 
 
 def replayable_entries(path: str | Path) -> list[dict[str, Any]]:
     """The calls whose answers the run went on with: `read_entries` without those of iterations
-    that a kill abandoned and the resumed run made again (see `mark_abandoned`)."""
+    that a kill abandoned and the resumed run made again (see `mark_abandoned`), and without the
+    calls that got no answer (`answered`), which are no answers to give (the replayed run's own
+    cap stops it where the run's did)."""
     lines = _lines(Path(path))
     abandoned = set()
     for entry in lines:
         if entry.get("kind") == RESUME_KIND:
             abandoned.update(range(*entry["abandoned"]))
     calls = [entry for entry in lines if entry.get("kind") != RESUME_KIND]
-    return [entry for index, entry in enumerate(calls) if index not in abandoned]
+    return [
+        entry for index, entry in enumerate(calls) if index not in abandoned and answered(entry)
+    ]
 
 
 def mark_abandoned(run_dir: str | Path, committed: int) -> None:
@@ -436,16 +452,35 @@ class Backend(ABC):
         return self._cache.get(req_hash)
 
     def _record(self, **fields: Any) -> None:
-        """Append one attempt to the transcript (if any)."""
+        """Append one attempt to the transcript (if any), scrubbed of the backend's secrets too."""
         if self.transcript is not None:
             self.transcript.append(
-                {
-                    "module": fields.pop("module"),
-                    "backend": self.name,
-                    "model": self.model,
-                    **fields,
-                }
+                self._redact_data(
+                    {
+                        "module": fields.pop("module"),
+                        "backend": self.name,
+                        "model": self.model,
+                        **fields,
+                    }
+                )
             )
+
+    def record_not_sent(
+        self, module: str, reason: str, request: dict[str, Any] | None = None
+    ) -> None:
+        """Record a call the cost cap stopped unsent (`"sent": false`, the reason as its error),
+        so the transcript holds every call the run decided to make; `request`: its prompt,
+        images, attempt and hash, when the request was built before the cap stopped it."""
+        unbuilt = {"prompt": None, "images": [], "attempt": 0, "request_hash": None}
+        self._record(
+            **{**unbuilt, **(request or {}), "module": module},
+            raw_response=None,
+            parsed=None,
+            error=f"not sent: {reason}",
+            sent=False,
+            latency_s=0.0,
+            usage=_usage_dict(Usage()),
+        )
 
     def generate(
         self,
@@ -486,13 +521,25 @@ class Backend(ABC):
             if raw is None:
                 reason = None if self.cost_cap is None else self.cost_cap()
                 if reason is not None:
-                    raise CostCapReached(f"{module!r} not sent: {reason}")
+                    self.record_not_sent(module, reason, base)
+                    raise CostCapReached(self._redact(f"{module!r} not sent: {reason}"))
                 try:
                     raw, usage = self._complete_request(
                         current_prompt, pngs, schema, req_hash, module
                     )
-                except EmptyAnswer as answered:  # served and billed, but nothing to parse
-                    raw, usage, unusable = "", answered.usage, answered.reason
+                except EmptyAnswer as served:  # served and billed, but nothing to parse
+                    raw, usage, unusable = "", served.usage, served.reason
+                except KeyboardInterrupt:  # recorded, then the run ends as Ctrl-C ends it
+                    self._record(
+                        **base,
+                        raw_response=None,
+                        parsed=None,
+                        error="interrupted (Ctrl-C) before the answer came",
+                        interrupted=True,
+                        latency_s=time.perf_counter() - start,
+                        usage=_usage_dict(usage),
+                    )
+                    raise
                 except Exception as exc:  # transport failure after the client's own retries
                     message = self._redact(f"{type(exc).__name__}: {exc}")
                     self._record(

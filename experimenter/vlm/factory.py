@@ -33,16 +33,19 @@ def check_transport(backend: str, timeout: float | None, retries: int | None) ->
     number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
     if timeout is not None and (not number or not 0 < timeout < math.inf):
         raise ValueError(
-            f"vlm_timeout must be a number of seconds > 0 and finite, or None, got {timeout!r}"
+            f"vlm_timeout (--vlm-timeout) must be a number of seconds > 0 and finite, or None, "
+            f"got {timeout!r}"
         )
     if retries is not None and (
         not isinstance(retries, int) or isinstance(retries, bool) or retries < 0
     ):
-        raise ValueError(f"vlm_retries must be an integer >= 0 or None, got {retries!r}")
+        raise ValueError(
+            f"vlm_retries (--vlm-retries) must be an integer >= 0 or None, got {retries!r}"
+        )
     if backend in FREE_BACKENDS and (timeout is not None or retries is not None):
         raise ValueError(
-            f"the {backend} backend sends no requests: vlm_timeout and vlm_retries are for "
-            "gemini and openai"
+            f"the {backend} backend sends no requests: vlm_timeout (--vlm-timeout) and "
+            "vlm_retries (--vlm-retries) are for gemini and openai"
         )
 
 
@@ -75,12 +78,19 @@ def make_backend(
     anywhere: the transcript scrubs them.
     """
     if name not in BACKENDS:
-        raise ValueError(f"unknown VLM backend {name!r}; accepted: {', '.join(BACKENDS)}")
+        raise ValueError(
+            f"unknown VLM backend {name!r} (--vlm-backend); accepted: {', '.join(BACKENDS)}"
+        )
     check_transport(name, timeout, retries)
     if name != "replay" and replay_path is not None:
-        raise ValueError(f"a replay path is only read by the replay backend, not {name!r}")
+        raise ValueError(
+            "a replay path (replay_path, --vlm-replay) is only read by the replay backend, "
+            f"not {name!r}"
+        )
     if name in FREE_BACKENDS and (model is not None or base_url is not None):
-        raise ValueError(f"the {name} backend takes no model or base_url")
+        raise ValueError(
+            f"the {name} backend takes no model (--vlm-model) or base_url (--vlm-base-url)"
+        )
     timeout = DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
     retries = DEFAULT_RETRIES if retries is None else retries
     if name == "rules":
@@ -89,12 +99,14 @@ def make_backend(
         return RulesBackend(transcript, max_reasks=max_reasks)
     if name == "replay":
         if replay_path is None:
-            raise ValueError("the replay backend needs a transcript: give --vlm-replay PATH")
+            raise ValueError(
+                "the replay backend needs a transcript: give replay_path (--vlm-replay PATH)"
+            )
         from gameon.experimenter.vlm.replay import ReplayBackend
 
         path = Path(replay_path)
         if not (path / TRANSCRIPT_FILE if path.is_dir() else path).is_file():
-            raise ValueError(f"no transcript to replay at {path}")
+            raise ValueError(f"no transcript to replay at {path} (replay_path, --vlm-replay)")
         return ReplayBackend(path, transcript, max_reasks=max_reasks)
     if name == "gemini":
         from gameon.experimenter.vlm.gemini_backend import GeminiBackend

@@ -9,6 +9,7 @@ from google import genai
 from google.genai import types
 
 from gameon.experimenter.vlm.backend import (
+    BASE_URL_SETTING,
     Backend,
     EmptyAnswer,
     Transcript,
@@ -54,9 +55,10 @@ class GeminiBackend(Backend):
         """Build the client; a missing API key, or a base URL that is not http(s), is a
         ValueError."""
         super().__init__("gemini", model, transcript, max_reasks=max_reasks, cache=cache)
+        source = BASE_URL_SETTING if base_url else BASE_URL_ENV
         base_url = base_url or os.environ.get(BASE_URL_ENV) or None
         if base_url is not None:
-            check_base_url(base_url)
+            check_base_url(base_url, source)
         keys = [read_key(env) for env in KEY_ENVS]
         key = next((secret for secret in keys if secret), "")
         if not key:

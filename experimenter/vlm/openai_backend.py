@@ -11,6 +11,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from gameon.experimenter.vlm.backend import (
+    BASE_URL_SETTING,
     Backend,
     EmptyAnswer,
     Transcript,
@@ -57,7 +58,7 @@ class OpenAIBackend(Backend):
         server, is a ValueError."""
         super().__init__("openai", model, transcript, max_reasks=max_reasks, cache=cache)
         resolved_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        check_base_url(resolved_url)
+        check_base_url(resolved_url, BASE_URL_SETTING if base_url else "OPENAI_BASE_URL")
         key = read_key(api_key_env)
         if not key:
             if not is_local_url(resolved_url):

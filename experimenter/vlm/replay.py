@@ -6,6 +6,8 @@ answer of the same module, in recorded order, is used instead and counted in
 `order_matches`: rendered images (the scene camera, the curve plot) are deterministic on one
 machine but may differ by a few pixels elsewhere, which changes their hashes while the
 decisions they lead to stay the same. A module with no unused answer left is a VLMError.
+Calls recorded without an answer (stopped unsent by the cost cap, cut off by Ctrl-C) are not
+answers to give: the replayed run's own cap stops it where the run stopped.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ class ReplayBackend(Backend):
     ) -> None:
         """Load transcript_path (a transcript.jsonl, or the run dir holding one); a line torn
         by a kill mid-write is skipped, as `Transcript.entries()` does, and so are the calls of
-        an iteration that a kill abandoned (the resumed run's answers are the ones it used).
+        an iteration that a kill abandoned (the resumed run's answers are the ones it used) and
+        the calls that got no answer (`replayable_entries`).
         A file with no call, or with lines that are not calls, is a ValueError (`check_calls`)."""
         path = Path(transcript_path)
         if path.is_dir():
