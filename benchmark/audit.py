@@ -81,6 +81,7 @@ from gameon.benchmark.leaderboard import (
     write_board,
 )
 from gameon.evaluation import SUITE_SEED
+from gameon.experimenter.curriculum import plural
 from gameon.integrity import input_file_digests
 from gameon.records import RANKED_MODE, Evaluation, RunRecord, load_record
 
@@ -168,7 +169,7 @@ def audit_entry(
     check_work_dir(work_root, work_root / entry.id)
     say(
         f"audit of entry {entry.id} ({shown_protocol(entry.protocol)}, {entry.env_id}, "
-        f"{entry.curriculum_label}, {entry.learner}; {len(entry.runs)} runs): sampled "
+        f"{entry.curriculum_label}, {entry.learner}; {plural(len(entry.runs), 'run')}): sampled "
         f"{len(sampled)} with sampling seed {seed}: "
         + ", ".join(f"{run.run_id} (seed {run.seed})" for run in sampled)
     )
@@ -209,8 +210,8 @@ def verdict_text(audits: list[EntryAudit]) -> str:
         f"; {run_id}: {value}" for run_id, value in standing.items() if value != "reproduced"
     )
     return (
-        f"{'yes' if audit_verdict(audits) else 'no'} ({good} of {len(standing)} runs audited so "
-        f"far reproduced their claim{others})"
+        f"{'yes' if audit_verdict(audits) else 'no'} ({good} of "
+        f"{plural(len(standing), 'run')} audited so far reproduced their claim{others})"
     )
 
 
@@ -234,7 +235,7 @@ def sample_runs(entry: BoardEntry, runs: int, seed: int) -> list[BoardRun]:
     if not 1 <= runs <= len(entry.runs):
         raise ValueError(
             f"--runs must be between 1 and {len(entry.runs)} (entry {entry.id} has "
-            f"{len(entry.runs)} runs), got {runs}"
+            f"{plural(len(entry.runs), 'run')}), got {runs}"
         )
     chosen = random.Random(seed).sample(range(len(entry.runs)), runs)
     return sorted((entry.runs[i] for i in chosen), key=lambda run: run.seed)

@@ -96,6 +96,12 @@ class Outcome:
     episode_return: float
 
 
+def plural(count: int, noun: str) -> str:
+    """The count and its noun, plural unless the count is 1 ("1 episode", "2 episodes"), for the
+    lines a user reads."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def canonical(text: str) -> str:
     """Return the canonical text of an instruction, raising ValueError if it does not parse."""
     return str(parse(text))
@@ -230,6 +236,12 @@ class Curriculum(ABC):
         """What to plot over training, by tag (nothing unless the curriculum says)."""
         return {}
 
+    def budget_warning(self, outcomes: int) -> str | None:
+        """What the curriculum can never do if it hears only `outcomes` more episode outcomes
+        (None: nothing), said before a run so that a setting too large for its budget is
+        changed rather than silently ineffective."""
+        return None
+
     @abstractmethod
     def propose(self) -> str:
         """Return the canonical text of the next instruction to practise."""
@@ -329,7 +341,7 @@ def _check_budget(budget: int | None) -> None:
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
         raise ValueError(f"budget must be a whole number of outcomes or None, got {budget!r}")
     if budget is not None and budget < 1:
-        raise ValueError(f"budget must be >= 1 outcomes, got {budget}")
+        raise ValueError(f"budget must be >= 1 outcome, got {budget}")
 
 
 def _stage_window(
@@ -444,6 +456,8 @@ class HandCurriculum(Curriculum):
         self.review = float(review)
         self.stage = 0
         self.window: list[bool] = []
+        self.path: Path | None = None
+        """the stages file it was read from (None: built from stages or a parsed config)"""
 
     @classmethod
     def from_toml(
@@ -470,9 +484,11 @@ class HandCurriculum(Curriculum):
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"{path}: not valid TOML: {error}") from None
         try:
-            return cls.from_config(config, colours, seed, budget)
+            curriculum = cls.from_config(config, colours, seed, budget)
         except ValueError as error:
             raise ValueError(f"{path}: {error}") from None
+        curriculum.path = Path(path)
+        return curriculum
 
     @classmethod
     def from_config(
@@ -620,8 +636,8 @@ class HandCurriculum(Curriculum):
         windows = list(state.get("windows", [stage.window for stage in self.stages]))
         if len(windows) != len(self.stages):
             raise CurriculumChanged(
-                f"state was saved with {len(windows)} stage windows {windows}, this hand "
-                f"curriculum has {len(self.stages)} stages"
+                f"state was saved with {plural(len(windows), 'stage window')} {windows}, this "
+                f"hand curriculum has {plural(len(self.stages), 'stage')}"
             )
         self.stages = tuple(
             replace(stage, window=window)
@@ -633,6 +649,32 @@ class HandCurriculum(Curriculum):
 
     def brief(self) -> dict[str, Any]:
         return {"stage": self.stage_name, "stage_index": self.stage, "mastered": self.mastered}
+
+    def budget_warning(self, outcomes: int) -> str | None:
+        """The first stage short of the last whose window cannot fill within `outcomes` more
+        outcomes, the windows before it filling first: the curriculum never leaves it, so the
+        stages after it are never practised (None if each can be left)."""
+        needed = -len(self.window)
+        for index in range(self.stage, len(self.stages) - 1):
+            stage = self.stages[index]
+            needed += stage.window
+            if needed <= outcomes:
+                continue
+            later = [repr(s.name) for s in self.stages[index + 1 :]]
+            never = f"stage {later[0]} is" if len(later) == 1 else f"stages {', '.join(later)} are"
+            more = plural(needed, "more outcome")
+            if index == self.stage:
+                windows = f"its window needs {more} of its tasks"
+            else:
+                windows = f"its window and those of the stages before it need {more} of their tasks"
+            where = f" in {self.path}" if self.path is not None else ""
+            return (
+                f"hand curriculum stage {stage.name!r} ({stage.window_rule}) can never end, so "
+                f"{never} never practised: {windows}, more than the {outcomes} the run has "
+                f"left to report to the curriculum; give smaller windows{where} (window, or "
+                "window_share and min_window)"
+            )
+        return None
 
     def scalars(self) -> dict[str, float]:
         return {"curriculum/stage": float(self.stage)}

@@ -76,7 +76,8 @@ anew when the added iterations end. A run that `auto_stop` ended as
 mastered stays stopped while auto_stop is on (asked for more iterations, it says so on stderr);
 resumed with auto_stop off, it goes on. Besides `iterations` and `auto_stop`, a resumed run may
 change how requests are sent (`vlm_timeout`, `vlm_retries`) and the settings its curriculum does
-not read (e.g. the VLM backend of a non-vlm run); any other change is refused. The state's
+not read (e.g. the VLM backend of a non-vlm run); any other change is refused (`hand_curriculum`
+may name the same stages file another way, or from another folder). The state's
 `wall_seconds` counts each committed iteration and the final evaluations once (a final
 evaluation that an extension superseded is not counted).
 
@@ -126,6 +127,7 @@ from gameon.experimenter.curriculum import (
     Outcome,
     curriculum_brief,
     curriculum_label,
+    plural,
     target_chain,
     task_set,
     tasks_by_skill,
@@ -265,6 +267,10 @@ class CollectState(StrictModel):
     (hand's `window_share` windows), and a run extended with more iterations keeps that budget,
     so the record carries them for the audit to re-run it as it was made (None in states made
     before this was kept, and in the runs extended from them)"""
+    hand_curriculum_file: str | None = None
+    """the hand curriculum's stages file (`config["hand_curriculum"]`) as an absolute path, so a
+    resume may name the same file another way, from any folder (None where no file was given,
+    and in states made before this was kept)"""
 
     def write(self, path: Path) -> None:
         """Write the state atomically as indented JSON."""
@@ -609,6 +615,8 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
     except ValidationError as error:
         raise ValueError(f"{path} is not a valid collect state: {error}") from None
     saved, wanted = state.config, asdict(config)
+    if names_committed_stages_file(state, config):
+        wanted["hand_curriculum"] = saved["hand_curriculum"]
     free = {*RESUMABLE_CHANGES, *unread_settings(config.curriculum)}
     changed = [k for k in wanted if k not in free and saved.get(k) != wanted[k]]
     if changed:
@@ -623,8 +631,9 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
         )
     if state.iteration > config.iterations:
         raise ValueError(
-            f"{run_dir} holds a run that has done {state.iteration} iterations; resume or "
-            f"extend it with iterations {state.iteration} or more, not {config.iterations}"
+            f"{run_dir} holds a run that has done {plural(state.iteration, 'iteration')}; "
+            f"resume or extend it with iterations {state.iteration} or more, not "
+            f"{config.iterations}"
         )
     base = run_dir.resolve()
     for checkpoint in learned_checkpoints(state.library):
@@ -635,6 +644,28 @@ def load_state(run_dir: Path, config: LoopConfig) -> CollectState | None:
                 "absolute paths; move it back to resume it there"
             )
     return state
+
+
+def stages_file(config: LoopConfig) -> str | None:
+    """The hand curriculum's stages file as an absolute path (None if none is given): what a
+    state keeps to know it again, however a resume names it and from whichever folder."""
+    if config.hand_curriculum is None:
+        return None
+    return str(Path(config.hand_curriculum).resolve())
+
+
+def names_committed_stages_file(state: CollectState, config: LoopConfig) -> bool:
+    """Whether `config.hand_curriculum` names the stages file the state was committed with,
+    spelt another way or from another folder (a state from before `hand_curriculum_file` was
+    kept: its path as read from the current folder)."""
+    saved = state.config.get("hand_curriculum")
+    if saved is None or config.hand_curriculum is None:
+        return False
+    committed = Path(state.hand_curriculum_file or saved)
+    try:
+        return Path(config.hand_curriculum).samefile(committed)
+    except OSError:  # one of them is gone
+        return False
 
 
 def unread_settings(curriculum: str) -> set[str]:
@@ -1119,6 +1150,7 @@ def run_iteration(
         seed=config.seed,
         wall_seconds=iterations_seconds(history),  # a superseded final evaluation is not kept
         start_iterations=config.iterations if state is None else state.start_iterations,
+        hand_curriculum_file=stages_file(config),
     )
 
 
@@ -1315,6 +1347,35 @@ def finished(config: LoopConfig, state: CollectState | None) -> bool:
     return stopped or state.iteration >= config.iterations
 
 
+def outcomes_to_report(config: LoopConfig, state: CollectState | None) -> tuple[int, int]:
+    """The practice attempts and evaluation episodes the run has yet to report to its curriculum
+    (a new run's seed data is not reported, its evaluation is)."""
+    per_evaluation = config.eval_episodes_per_skill * len(ENV_SKILLS[config.eval_env][0])
+    left = config.iterations if state is None else max(0, config.iterations - state.iteration)
+    evaluations = left + 1 if state is None else left
+    return left * config.episodes_per_iteration, evaluations * per_evaluation
+
+
+def budget_line(
+    config: LoopConfig, state: CollectState | None, curriculum: Curriculum
+) -> str | None:
+    """A warning, said as the run starts, naming a curriculum setting that can never take effect
+    within the outcomes the run has yet to report (hand: a stage window that cannot fill), and
+    what to change; None if there is none."""
+    if finished(config, state):
+        return None
+    attempts, evaluations = outcomes_to_report(config, state)
+    problem = curriculum.budget_warning(attempts + evaluations)
+    if problem is None:
+        return None
+    return (
+        f"warning: {problem}, or more iterations or episodes_per_iteration (the run has "
+        f"{plural(attempts, 'practice episode')} and {plural(evaluations, 'evaluation episode')} "
+        f"left to report: iterations {config.iterations}, episodes_per_iteration "
+        f"{config.episodes_per_iteration})"
+    )
+
+
 def iteration_line(config: LoopConfig, state: CollectState) -> str:
     """One line on the iteration just committed: its evaluated success per skill, its time, and
     what is left at its pace (a run in a log shows no bars, so this is what says it moves)."""
@@ -1380,7 +1441,9 @@ class EpisodeBar:
         if count == 0:
             return
         self.total += count
-        description = f"iteration {self.iteration}: demonstrations of {count} failed tasks"
+        description = (
+            f"iteration {self.iteration}: demonstrations of {plural(count, 'failed task')}"
+        )
         self.bar.update(self.task, total=self.total, description=description)
 
     def collected(self) -> None:
@@ -1456,6 +1519,9 @@ def _run_in_folder(config: LoopConfig, run_dir: Path, progress: bool) -> RunReco
         curriculum.load_state_dict(state.curriculum)
         library = run_library(state.library, run_dir)
     curriculum.use_library(library)
+    warning = budget_line(config, state, curriculum)
+    if warning is not None:  # before the progress bars, which would draw over it
+        print(warning, file=sys.stderr, flush=True)
     embodiment_class = PlannedEmbodiment if curriculum.experimenter else Embodiment
 
     takeover = ScriptedExecutor(config.seed_noise) if config.collector == "mixed" else None
@@ -1485,7 +1551,7 @@ def _run_in_folder(config: LoopConfig, run_dir: Path, progress: bool) -> RunReco
             iteration = 0 if state is None else state.iteration + 1
             then = (
                 f"iteration {iteration}: training {config.learner} "
-                f"({config.num_updates} updates), then evaluating"
+                f"({plural(config.num_updates, 'update')}), then evaluating"
             )
             new = run_iteration(
                 config,
@@ -1511,8 +1577,9 @@ def _run_in_folder(config: LoopConfig, run_dir: Path, progress: bool) -> RunReco
         if progress:
             envs = [config.env_id, *([config.report_env_id] if config.report_env_id else [])]
             print(
-                f"final evaluations on {', '.join(envs)}: {config.target_eval_episodes} episodes "
-                "per target skill, monolithic and composed",
+                f"final evaluations on {', '.join(envs)}: "
+                f"{plural(config.target_eval_episodes, 'episode')} per target skill, monolithic "
+                "and composed",
                 file=sys.stderr,
                 flush=True,
             )

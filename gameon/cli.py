@@ -300,13 +300,15 @@ def demo(args: Demo) -> dict:
 
 def plan_line(config: LoopConfig, run_dir: Path) -> str:
     """What `gameon experiment` will do and where, said before it starts."""
-    iterations = f"{config.iterations} iteration{'' if config.iterations == 1 else 's'}"
+    from gameon.experimenter.curriculum import plural
+
     return (
         f"experiment: {config.curriculum} curriculum, {config.learner} learner, "
-        f"{config.collector} collector, seed {config.seed}: {config.seed_episodes} seed episodes, "
-        f"then {'up to ' if config.auto_stop else ''}{iterations} of "
-        f"{config.episodes_per_iteration} episodes on {config.practice_env_id}, "
-        f"{config.num_updates} updates each; target {config.env_id}; "
+        f"{config.collector} collector, seed {config.seed}: "
+        f"{plural(config.seed_episodes, 'seed episode')}, then "
+        f"{'up to ' if config.auto_stop else ''}{plural(config.iterations, 'iteration')} of "
+        f"{plural(config.episodes_per_iteration, 'episode')} on {config.practice_env_id}, "
+        f"{plural(config.num_updates, 'update')} each; target {config.env_id}; "
         f"{'resuming the run in' if (run_dir / 'state.json').is_file() else 'new run in'} {run_dir}"
     )
 

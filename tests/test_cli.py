@@ -185,6 +185,21 @@ def test_experiment_help_lists_the_loop_options() -> None:
         assert option in result.stdout
 
 
+def test_the_plan_line_says_counts_of_one_in_the_singular(tmp_path: Path) -> None:
+    """It said "1 seed episodes, ... of 1 episodes ..., 1 updates each"."""
+    from gameon.cli import plan_line
+    from gameon.experimenter.loop import LoopConfig
+
+    one = LoopConfig(iterations=1, episodes_per_iteration=1, seed_episodes=1, num_updates=1)
+    said = "1 seed episode, then up to 1 iteration of 1 episode on GameOn/MultiSkill-v0, 1 update"
+    assert f": {said} each; target" in plan_line(one, tmp_path)
+    two = LoopConfig(iterations=2, episodes_per_iteration=2, seed_episodes=2, num_updates=2)
+    said = (
+        "2 seed episodes, then up to 2 iterations of 2 episodes on GameOn/MultiSkill-v0, 2 updates"
+    )
+    assert f": {said} each; target" in plan_line(two, tmp_path)
+
+
 def test_experiment_vlm_gemini_without_key_says_what_is_missing(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

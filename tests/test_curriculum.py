@@ -591,3 +591,39 @@ def test_a_stages_file_saved_with_a_byte_order_mark_reads():
     assert [s.name for s in bom.stages] == [
         s.name for s in HandCurriculum.from_toml(budget=100).stages
     ]
+
+
+def test_hand_warns_of_a_stage_window_that_cannot_fill_within_the_outcomes_left(tmp_path):
+    """A stage whose window (with those before it) outgrows the outcomes a run reports is never
+    left; the last stage never ends anyway, so its window is not held against the budget."""
+    hand = HandCurriculum(STAGES, seed=0)
+    assert hand.budget_warning(4) is None
+    assert hand.budget_warning(3).startswith(
+        "hand curriculum stage 'reach' (window 4) can never end, so stage 'lift' is never "
+        "practised: its window needs 4 more outcomes of its tasks, more than the 3 the run has "
+        "left to report to the curriculum; give smaller windows (window"
+    )
+    assert HandCurriculum([STAGES[0], replace(STAGES[1], window=500)]).budget_warning(4) is None
+    three = HandCurriculum([*STAGES, Stage("tower", ("build a tower",), 9, 0.5)], seed=0)
+    assert (
+        "stage 'lift' (window 2) can never end, so stage 'tower' is never practised: its window "
+        "and those of the stages before it need 6 more outcomes of their tasks, more than the 5"
+    ) in three.budget_warning(5)
+    assert three.budget_warning(6) is None
+    for _ in range(3):
+        hand.update(REACH[0], True, 1.0)
+    assert hand.budget_warning(1) is None, "3 of the reach window's 4 outcomes are in"
+    path = tmp_path / "stages.toml"
+    stage = '[[stage]]\nname = "{}"\nskills = ["reach"]\nwindow = 9\nthreshold = 0.5\n'
+    path.write_text(stage.format("a") + stage.format("b"))
+    assert f"give smaller windows in {path} (" in HandCurriculum.from_toml(path).budget_warning(8)
+    assert FixedCurriculum(REACH).budget_warning(0) is None
+    assert LearningProgressCurriculum(REACH).budget_warning(0) is None
+
+
+def test_hand_errors_say_counts_of_one_in_the_singular():
+    saved = HandCurriculum(STAGES, seed=0).state_dict()
+    with pytest.raises(ValueError, match=r"saved with 1 stage window \[4\], this hand curriculum"):
+        HandCurriculum(STAGES, seed=0).load_state_dict({**saved, "windows": [4]})
+    with pytest.raises(ValueError, match="budget must be >= 1 outcome, got 0"):
+        HandCurriculum.from_toml(HAND_CURRICULUM_TOML, budget=0)

@@ -21,6 +21,7 @@ pytest.importorskip("matplotlib")
 from gameon.atomic import file_lock  # noqa: E402
 from gameon.baselines.datasets import episode_records  # noqa: E402
 from gameon.experimenter import loop  # noqa: E402
+from gameon.experimenter.curriculum import CurriculumChanged  # noqa: E402
 from gameon.experimenter.loop import (  # noqa: E402
     DATASET_ID,
     LoopConfig,
@@ -530,3 +531,92 @@ def test_bad_config_is_refused_before_anything_runs(
 def test_a_negative_seed_is_refused_as_the_seed_not_the_curriculum() -> None:
     with pytest.raises(ValueError, match="seed must be >= 0 .*got -1"):
         LoopConfig(seed=-1).validate()
+
+
+ONE_EACH = replace(
+    TINY,
+    iterations=1,
+    episodes_per_iteration=1,
+    seed_episodes=1,
+    num_updates=1,
+    target_eval_episodes=1,
+)
+"""A run of one of everything: seconds, and every count a line says is 1."""
+TWO_STAGES = """
+[[stage]]
+name = "red"
+instructions = ["reach red"]
+window = {window}
+threshold = 0.5
+
+[[stage]]
+name = "any"
+skills = ["reach"]
+window = 3
+threshold = 0.5
+"""
+
+
+def test_a_hand_run_resumes_with_its_stages_file_named_another_way_or_from_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume had to name the stages file by the very string the run started with: the same
+    file by its absolute path, as ./stages.toml, or from another folder was "another config"."""
+    first, other, run_dir = tmp_path / "first", tmp_path / "other", tmp_path / "run"
+    first.mkdir()
+    other.mkdir()
+    (first / "stages.toml").write_text(TWO_STAGES.format(window=2))
+    (other / "copy.toml").write_text(TWO_STAGES.format(window=2))
+    config = replace(ONE_EACH, curriculum="hand", hand_curriculum="stages.toml")
+    monkeypatch.chdir(first)
+    run_experiment(config, run_dir, progress=False)
+    for name in ("./stages.toml", str(first / "stages.toml")):
+        assert loop.check_resumable(run_dir, replace(config, hand_curriculum=name)) is not None
+    monkeypatch.chdir(other)
+    with pytest.raises(ValueError, match="another config .*hand_curriculum was 'stages.toml'"):
+        loop.check_resumable(run_dir, replace(config, hand_curriculum="copy.toml"))
+    extended = replace(config, hand_curriculum="../first/stages.toml", iterations=2)
+    assert run_experiment(extended, run_dir, progress=False).extra["iterations_done"] == 2
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["hand_curriculum_file"] == str((first / "stages.toml").resolve())
+
+    (first / "stages.toml").write_text(TWO_STAGES.format(window=4))
+    with pytest.raises(CurriculumChanged, match="stages .* differ"):
+        run_experiment(replace(extended, iterations=3), run_dir, progress=False)
+    (first / "stages.toml").write_text(TWO_STAGES.format(window=2))
+    del state["hand_curriculum_file"]  # a state from before it was kept
+    (run_dir / "state.json").write_text(json.dumps(state))
+    assert loop.check_resumable(run_dir, replace(extended, iterations=3)) is not None
+
+
+def test_counts_of_one_are_said_in_the_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_experiment(ONE_EACH, tmp_path, progress=True)
+    assert ": 1 episode per target skill, monolithic and composed" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="has done 1 iteration; resume or extend it"):
+        load_state(tmp_path, replace(ONE_EACH, iterations=0))
+
+
+def test_a_hand_stage_window_that_cannot_fill_is_warned_of_as_the_run_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window longer than the run's outcomes kept the curriculum in its first stage without a
+    word: the warning names the stage, its window, the outcomes and what to change."""
+    stages = tmp_path / "stages.toml"
+    stages.write_text(TWO_STAGES.format(window=50))
+    config = replace(ONE_EACH, curriculum="hand", hand_curriculum=str(stages))
+    record = run_experiment(config, tmp_path / "run", progress=False)
+    assert record.extra["iterations_done"] == 1, "warned, not refused"
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert line == (
+        "warning: hand curriculum stage 'red' (window 50) can never end, so stage 'any' is never "
+        "practised: its window needs 50 more outcomes of its tasks, more than the 3 the run has "
+        f"left to report to the curriculum; give smaller windows in {stages} (window, or "
+        "window_share and min_window), or more iterations or episodes_per_iteration (the run has "
+        "1 practice episode and 2 evaluation episodes left to report: iterations 1, "
+        "episodes_per_iteration 1)"
+    )
+    stages.write_text(TWO_STAGES.format(window=3))
+    run_experiment(config, tmp_path / "fits", progress=False)
+    assert "warning" not in capsys.readouterr().err
