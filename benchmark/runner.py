@@ -30,6 +30,7 @@ import dataclasses
 import fnmatch
 import glob
 import json
+import logging
 import os
 import signal
 import socket
@@ -561,6 +562,7 @@ class RayLauncher:
                 num_cpus=self.workers,
                 include_dashboard=False,
                 log_to_driver=False,
+                logging_level=logging.ERROR,
                 _node_ip_address="127.0.0.1",
             )
             self.description = f"local Ray cluster (127.0.0.1), {self.workers} CPUs"

@@ -1158,6 +1158,9 @@ def test_ray_runner_on_a_local_cluster_in_a_private_network_namespace(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "local Ray cluster (127.0.0.1), 2 CPUs" in done.stdout
+    # Ray's own start-up notes came between the plan line and the progress
+    assert "Started a local Ray instance" not in done.stderr
+    assert "Token authentication is enabled" not in done.stderr
     found = records(results)
     assert sorted(found) == ["online__Reach__fixed__ppo__s0", "online__Reach__fixed__ppo__s1"]
     for path in found.values():
