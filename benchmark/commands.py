@@ -25,6 +25,7 @@ import tyro
 
 from gameon.atomic import write_failure_line
 from gameon.benchmark.matrix import DEFAULT_PRESET, PRESETS
+from gameon.experimenter.curriculum import plural
 from gameon.extras import missing_extra
 
 DEFAULT_RESULTS_ROOT = Path("runs") / "bench"
@@ -175,7 +176,8 @@ def bench_run(command: BenchRun) -> int:
         print(f"gameon bench run: {error}", file=sys.stderr, flush=True)
         return 1
     console.print(
-        f"{outcome.count('done')} runs done now, {outcome.count('skipped')} finished before, "
+        f"{plural(outcome.count('done'), 'run')} done now, "
+        f"{outcome.count('skipped')} finished before, "
         f"{outcome.count('failed')} failed, {outcome.retried} retried "
         f"({duration_text(time.monotonic() - started)})"
     )

@@ -62,6 +62,7 @@ from gameon.benchmark.runs import (
     record_difference,
     write_error,
 )
+from gameon.experimenter.curriculum import plural
 from gameon.records import RECORD_FILE
 
 MATRIX_FILE = "matrix.json"
@@ -264,7 +265,7 @@ def plan_line(
     current load (`load`: the load average; None: measure it)."""
     runs = select_runs(spec, options.only)
     todo = [run for run in runs if not is_complete(run, Path(results_dir) / run.run_id)]
-    head = f"{spec.name}: {len(todo)} {'run' if len(todo) == 1 else 'runs'} to do"
+    head = f"{spec.name}: {plural(len(todo), 'run')} to do"
     if len(todo) < len(runs):
         head += f" ({len(runs) - len(todo)} of {len(runs)} finished before)"
     if not todo:
@@ -738,7 +739,8 @@ def run_matrix(
         finished = outcome.count("skipped")
         if finished:
             console.print(
-                f"{finished} runs already finished in {results_dir}: skipped", markup=False
+                f"{plural(finished, 'run')} already finished in {results_dir}: skipped",
+                markup=False,
             )
         if todo:
             _schedule(todo, results_dir, options, console, outcome, lock_fd)
@@ -850,7 +852,7 @@ def _schedule(
     from rich.console import Console
 
     launcher = make_launcher(options, lock_fd)
-    console.print(f"running {len(todo)} runs on the {launcher.description}", markup=False)
+    console.print(f"running {plural(len(todo), 'run')} on the {launcher.description}", markup=False)
     pending: deque[tuple[RunSpec, int, list[str]]] = deque((run, 1, []) for run in todo)
     active: list[_Active] = []
     factor = 1.0
@@ -1006,8 +1008,8 @@ def stopped_lines(
     says why), how many runs did not start, and how to resume."""
     done, before, failed = (outcome.count(status) for status in ("done", "skipped", "failed"))
     lines = [
-        f"stopped by {cause}: {done} runs done now, {before} finished before, {failed} failed, "
-        f"{len(interrupted)} interrupted, {not_started} not started"
+        f"stopped by {cause}: {plural(done, 'run')} done now, {before} finished before, "
+        f"{failed} failed, {len(interrupted)} interrupted, {not_started} not started"
     ]
     stopped = [("failed", r.run_id) for r in outcome.results if r.status == "failed"]
     for status, run_id in [*stopped, *(("interrupted", run_id) for run_id in interrupted)]:

@@ -38,6 +38,7 @@ from gameon.benchmark.runner import (
     run_seconds,
     schedule_seconds,
 )
+from gameon.experimenter.curriculum import plural
 from gameon.records import RECORD_FILE, load_record
 
 ONLINE = """
@@ -140,7 +141,7 @@ def test_a_disk_that_fills_between_runs_loses_no_run_from_the_count(tmp_path, ca
     monkeypatch.setattr(runner, "prepare", prepare)
     assert main(command(spec_file(tmp_path), results, "--workers", "1")) == 1
     captured = capsys.readouterr()
-    assert "1 runs done now, 0 finished before, 0 failed, 0 interrupted, 1 not started" in (
+    assert "1 run done now, 0 finished before, 0 failed, 0 interrupted, 1 not started" in (
         captured.out
     )
     assert "no space left on the disk writing" in captured.err
@@ -716,7 +717,7 @@ def test_a_run_stopped_by_ctrl_c_is_reported_interrupted_and_a_rerun_runs_it(
 
     monkeypatch.undo()
     assert main(command(spec, results)) == 0
-    assert "1 runs done now, 0 finished before" in capsys.readouterr().out
+    assert "1 run done now, 0 finished before" in capsys.readouterr().out
     assert load_record(run_dir).run_id == run.run_id and not (run_dir / "error.txt").exists()
 
 
@@ -755,7 +756,7 @@ def test_a_collect_run_whose_learner_was_stopped_after_an_evaluation_runs_again(
 
     monkeypatch.undo()
     assert main(command(spec, results)) == 0
-    assert "1 runs done now, 0 finished before" in capsys.readouterr().out
+    assert "1 run done now, 0 finished before" in capsys.readouterr().out
     assert load_record(run_dir).run_id == run.run_id and not (run_dir / "error.txt").exists()
 
 
@@ -794,7 +795,7 @@ def test_ctrl_c_on_the_whole_matrix_reports_the_stopped_runs_interrupted_and_how
     wait_for_lock(results)
     out = " ".join(log.read_text().split())
     stopped = re.search(
-        r"stopped by Ctrl-C: (\d) runs done now, 0 finished before, 0 failed, "
+        r"stopped by Ctrl-C: (\d) runs? done now, 0 finished before, 0 failed, "
         r"(\d) interrupted, (\d) not started",
         out,
     )
@@ -812,7 +813,7 @@ def test_ctrl_c_on_the_whole_matrix_reports_the_stopped_runs_interrupted_and_how
     assert (results / name / "checkpoint.pt").is_file()  # the stopped attempt's files
 
     assert main(args) == 0
-    assert f"{2 - done} runs done now, {done} finished before, 0 failed" in " ".join(
+    assert f"{plural(2 - done, 'run')} done now, {done} finished before, 0 failed" in " ".join(
         capsys.readouterr().out.split()
     )
     assert sorted(records(results)) == [
@@ -868,7 +869,7 @@ def test_a_run_that_finishes_as_ctrl_c_arrives_is_counted_done(tmp_path, monkeyp
     assert main(command(spec_file(tmp_path, seeds=(0, 1)), results, "--workers", "1")) == 130
     out = " ".join(capsys.readouterr().out.split())
     assert (
-        "stopped by Ctrl-C: 1 runs done now, 0 finished before, 0 failed, 0 interrupted, "
+        "stopped by Ctrl-C: 1 run done now, 0 finished before, 0 failed, 0 interrupted, "
         "1 not started" in out
     )
     assert "it keeps and skips the 1 finished runs" in out
@@ -1081,8 +1082,10 @@ def test_a_lost_head_ends_the_matrix_with_a_clear_message_and_a_rerun_resumes(
     monkeypatch.undo()
     assert main(command(spec, results, "--workers", "2")) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert f"{len(first)} runs already finished in {results}: skipped" in out
-    assert f"{3 - len(first)} runs done now, {len(first)} finished before, 0 failed" in out
+    assert f"{plural(len(first), 'run')} already finished in {results}: skipped" in out
+    assert (
+        f"{plural(3 - len(first), 'run')} done now, {len(first)} finished before, 0 failed" in out
+    )
     found = records(results)
     assert len(found) == 3
     assert {run_id: found[run_id].read_bytes() for run_id in first} == first

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from test_bench_runner import command, namespace_problem, records, spec_file
 
+from gameon.experimenter.curriculum import plural
 from gameon.integrity import file_sha256
 from gameon.records import load_record
 
@@ -268,7 +269,7 @@ def test_losing_a_worker_node_mid_matrix_retries_its_run_on_the_other(cluster, t
     assert matrix.returncode == 0, out[-3000:]
     assert "Ray cluster at 127.0.0.1:6379, 2 runs at once" in out
     summary = re.search(
-        r"(\d+) runs done now, (\d+) finished before, (\d+) failed, (\d+) retried", out
+        r"(\d+) runs? done now, (\d+) finished before, (\d+) failed, (\d+) retried", out
     )
     assert summary, out[-3000:]
     done, before, failed, retried = map(int, summary.groups())
@@ -319,8 +320,10 @@ def test_losing_the_head_ends_the_matrix_with_a_clear_message_and_a_rerun_resume
     out = finish(rerun, log, timeout=240)
     assert rerun.returncode == 0, out[-3000:]
     flat = " ".join(out.split())  # rich wraps long lines where it prints to a pipe
-    assert f"{len(first)} runs already finished in {results}: skipped" in flat
-    assert f"{len(RUN_IDS) - len(first)} runs done now, {len(first)} finished before" in flat
+    assert f"{plural(len(first), 'run')} already finished in {results}: skipped" in flat
+    assert (
+        f"{plural(len(RUN_IDS) - len(first), 'run')} done now, {len(first)} finished before" in flat
+    )
     assert assert_one_valid_record_per_run(results) == len(RUN_IDS)
     assert {run_id: records(results)[run_id].read_bytes() for run_id in finished} == finished
     print(
