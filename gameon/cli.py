@@ -357,8 +357,12 @@ def experiment(args: Any) -> RunRecord:
     try:
         config.validate()
         state = check_resumable(run_dir, config)  # a damaged state is re-done, not refused
+    except NoDisplay:
+        raise
     except ValueError as error:
-        raise UsageError(" ".join(str(error).split())) from None
+        from gameon.baselines.usage import usage_message
+
+        raise UsageError(usage_message(error, LoopConfig)) from None
     try:
         check_writable(run_dir)
     except OSError as error:

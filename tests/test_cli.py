@@ -252,6 +252,27 @@ def test_experiment_on_a_folder_another_run_is_working_in_is_one_line(
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--chunk-length", "9999"], "--chunk-length"),
+        (["--curriculum", "vlm", "--vlm-max-cost", "-1"], "--vlm-max-cost"),
+    ],
+)
+def test_a_refused_experiment_setting_is_named_by_its_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str], option: str
+) -> None:
+    """The check's words are the config's field names (chunk_length), which the command line
+    does not take: the line now closes with the option to change, as the learners' do."""
+    pytest.importorskip("torch")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["experiment", *args, "--run-dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gameon: error: ") and err.endswith(f" (see {option} in --help)\n")
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
 def test_experiment_runs_and_prints_where_its_files_are(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
