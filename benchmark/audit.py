@@ -81,9 +81,9 @@ from gameon.benchmark.leaderboard import (
     write_board,
 )
 from gameon.evaluation import SUITE_SEED
-from gameon.experimenter.curriculum import plural
 from gameon.integrity import input_file_digests
 from gameon.records import RANKED_MODE, Evaluation, RunRecord, load_record
+from gameon.text import plural
 
 AUDIT_ROOT = Path("runs") / "audit"
 Z95 = 1.96

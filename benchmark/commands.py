@@ -25,8 +25,8 @@ import tyro
 
 from gameon.atomic import write_failure_line
 from gameon.benchmark.matrix import DEFAULT_PRESET, PRESETS
-from gameon.experimenter.curriculum import plural
 from gameon.extras import missing_extra
+from gameon.text import plural
 
 DEFAULT_RESULTS_ROOT = Path("runs") / "bench"
 COMMANDS = {
@@ -236,7 +236,7 @@ def bench_report(command: BenchReport) -> int:
         print(f"plot: {plot}")
     if paths.skipped:
         count = len(paths.skipped)
-        print(f"skipped {count} run folder{'' if count == 1 else 's'} (listed in the table):")
+        print(f"skipped {plural(count, 'run folder')} (listed in the table):")
         for skipped in paths.skipped:
             print(f"  {skipped.path}: {skipped.reason}")
     if paths.missing:

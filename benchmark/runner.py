@@ -62,8 +62,8 @@ from gameon.benchmark.runs import (
     record_difference,
     write_error,
 )
-from gameon.experimenter.curriculum import plural
 from gameon.records import RECORD_FILE
+from gameon.text import plural
 
 MATRIX_FILE = "matrix.json"
 LOCK_FILE = ".bench.lock"
@@ -1050,7 +1050,7 @@ def _finish(
         )
         pending.appendleft((item.run, item.attempt + 1, errors))
         return None
-    attempts = f"{item.attempt} attempt{'' if item.attempt == 1 else 's'}"
+    attempts = plural(item.attempt, "attempt")
     if status == REFUSED_STATUS and item.attempt <= options.retries:
         attempts += " (its model refused it: another attempt would be refused too)"
     verdict = f"failed after {attempts}, the last with:\n{_first_line(message)}"

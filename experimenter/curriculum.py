@@ -42,6 +42,7 @@ from gameon.envs import ENV_IDS, ENV_SKILLS
 from gameon.envs.language import COLOURS, SKILLS, all_instructions, parse
 from gameon.experimenter.skills import SkillLibrary
 from gameon.records import VLMUsage
+from gameon.text import plural
 
 try:
     import tomllib
@@ -94,12 +95,6 @@ class Outcome:
     instruction: str
     success: bool
     episode_return: float
-
-
-def plural(count: int, noun: str) -> str:
-    """The count and its noun, plural unless the count is 1 ("1 episode", "2 episodes"), for the
-    lines a user reads."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def canonical(text: str) -> str:

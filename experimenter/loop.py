@@ -127,7 +127,6 @@ from gameon.experimenter.curriculum import (
     Outcome,
     curriculum_brief,
     curriculum_label,
-    plural,
     target_chain,
     task_set,
     tasks_by_skill,
@@ -174,6 +173,7 @@ from gameon.records import (
     build_record,
     write_record,
 )
+from gameon.text import plural
 
 if TYPE_CHECKING:  # minari is imported only when a run starts
     from gameon.experimenter.embodiment import Embodiment, EpisodeRecord

@@ -31,6 +31,7 @@ from gameon.envs import ENV_SKILLS, language
 from gameon.envs.stacking_env import CAMERAS, NoDisplay
 from gameon.evaluation import mp4_writer
 from gameon.extras import first_missing, missing_extra
+from gameon.text import plural
 
 if TYPE_CHECKING:
     from gameon.experimenter.loop import LoopConfig
@@ -300,8 +301,6 @@ def demo(args: Demo) -> dict:
 
 def plan_line(config: LoopConfig, run_dir: Path) -> str:
     """What `gameon experiment` will do and where, said before it starts."""
-    from gameon.experimenter.curriculum import plural
-
     return (
         f"experiment: {config.curriculum} curriculum, {config.learner} learner, "
         f"{config.collector} collector, seed {config.seed}: "
@@ -405,8 +404,8 @@ def experiment(args: Any) -> RunRecord:
         episodes = len(evaluation.episodes)
         print(
             f"target:   {evaluation.env_id} ({', '.join(skills)}), {target.mode}: success "
-            f"{evaluation.success_rate(tuple(skills)):.2f} over {episodes} "
-            f"episode{'' if episodes == 1 else 's'}{' (the ranked score)' if ranked else ''}"
+            f"{evaluation.success_rate(tuple(skills)):.2f} over {plural(episodes, 'episode')}"
+            f"{' (the ranked score)' if ranked else ''}"
         )
     if record.vlm.backend is not None:
         print(vlm_line(record.vlm, run_dir / TRANSCRIPT_FILE))

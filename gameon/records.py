@@ -42,6 +42,7 @@ from gameon.integrity import (
     platform_info,
     versions,
 )
+from gameon.text import plural
 
 RECORD_FORMAT = "gameon-run-record-v1"
 PROTOCOLS = ("online", "collect")
@@ -389,7 +390,7 @@ def validation_problems(error: ValidationError, limit: int = 5, inputs: bool = F
         for problem in problems[:limit]
     )
     more = len(problems) - limit
-    return listed + (f"; and {more} more problem{'s' if more > 1 else ''}" if more > 0 else "")
+    return listed + (f"; and {plural(more, 'more problem')}" if more > 0 else "")
 
 
 def parse_record(data: str | bytes | dict, source: str = "record") -> RunRecord:

@@ -38,8 +38,8 @@ from gameon.benchmark.runner import (
     run_seconds,
     schedule_seconds,
 )
-from gameon.experimenter.curriculum import plural
 from gameon.records import RECORD_FILE, load_record
+from gameon.text import plural
 
 ONLINE = """
 name = "{name}"

@@ -34,6 +34,7 @@ LAYERS = (
             "gameon.integrity",
             "gameon.policy",
             "gameon.records",
+            "gameon.text",
         ),
     ),
     (

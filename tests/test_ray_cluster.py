@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from test_bench_runner import command, namespace_problem, records, spec_file
 
-from gameon.experimenter.curriculum import plural
 from gameon.integrity import file_sha256
 from gameon.records import load_record
+from gameon.text import plural
 
 
 def cluster_problem() -> str | None:

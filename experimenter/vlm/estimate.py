@@ -35,6 +35,7 @@ from gameon.envs.language import parse
 from gameon.experimenter.vlm import modules
 from gameon.experimenter.vlm.backend import Backend, Usage
 from gameon.experimenter.vlm.factory import DEFAULT_MODELS, make_backend, prices, usd
+from gameon.text import plural
 
 PRICES_PATH = "experimenter/vlm/prices.toml"
 PAID_BACKENDS = ("gemini", "openai")
@@ -203,7 +204,7 @@ class Estimate:
     def line(self) -> str:
         """One line, e.g. "vlm: gemini-2.5-flash, about 21 calls (at most 630) in 1 run, about
         $0.04 (at most $1.20) at the prices in experimenter/vlm/prices.toml"."""
-        runs = f"{self.runs} run" + ("" if self.runs == 1 else "s")
+        runs = plural(self.runs, "run")
         head = (
             f"vlm: {self.model} ({self.backend}), about {self.calls} calls "
             f"(at most {self.most_calls}) in {runs}"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gameon.experimenter.vlm.backend import TRANSCRIPT_FILE, Backend, Transcript, Usage
 from gameon.records import VLMUsage
+from gameon.text import plural
 
 try:
     import tomllib
@@ -160,13 +161,13 @@ def usd(amount: float) -> str:
 def vlm_line(vlm: VLMUsage, transcript: Path) -> str:
     """What a vlm run asked of its model, as the run's last line says it: calls answered, answers
     used, fallbacks (and the transcript that says why), tokens and cost."""
-    fallbacks = f"{vlm.fallbacks} fallback{'' if vlm.fallbacks == 1 else 's'} to learning progress"
+    fallbacks = f"{plural(vlm.fallbacks, 'fallback')} to learning progress"
     if vlm.capped_calls:
         fallbacks += f" ({vlm.capped_calls} at the cost cap)"
     if vlm.fallbacks:
         fallbacks += f", why in {transcript}"
     tokens = f"{vlm.prompt_tokens} + {vlm.completion_tokens} tokens"
-    calls = f"{vlm.calls} call{'' if vlm.calls == 1 else 's'} answered"
+    calls = f"{plural(vlm.calls, 'call')} answered"
     if vlm.used_answers is not None:
-        calls += f", {vlm.used_answers} answer{'' if vlm.used_answers == 1 else 's'} used"
+        calls += f", {plural(vlm.used_answers, 'answer')} used"
     return f"vlm:      {calls}, {fallbacks}; {tokens}, {usd(vlm.cost_usd)}"
