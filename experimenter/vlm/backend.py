@@ -452,16 +452,18 @@ class Backend(ABC):
         return self._cache.get(req_hash)
 
     def _record(self, **fields: Any) -> None:
-        """Append one attempt to the transcript (if any), scrubbed of the backend's secrets too."""
+        """Append one attempt to the transcript (if any), scrubbed of the backend's secrets too
+        (the transcript scrubs its own as it appends)."""
         if self.transcript is not None:
             self.transcript.append(
-                self._redact_data(
+                _redact_obj(
                     {
                         "module": fields.pop("module"),
                         "backend": self.name,
                         "model": self.model,
                         **fields,
-                    }
+                    },
+                    self._secrets,
                 )
             )
 
